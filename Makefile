@@ -1,0 +1,58 @@
+# kafka-recon: `make demo` runs the whole idea once; `make test` runs the tests.
+# Everything is installed into the repo (.venv, .jars) from the lock and the pom.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+UV     := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
+PYTEST_ARGS ?=
+
+.PHONY: all setup venv jars demo test test-unit test-integration lint lock clean
+
+all: setup
+
+setup: venv jars
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.lock pyproject.toml
+	@command -v java >/dev/null || { echo "java not found: install a JDK 17 (Debian: openjdk-17-jdk-headless)"; exit 2; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+	$(UV) pip sync -q --python $(PY) requirements.lock
+	# compat mode: the repo root goes on sys.path, so new modules need no reinstall
+	$(UV) pip install -q --python $(PY) --no-deps -e . --config-settings editable_mode=compat
+	touch $@
+
+jars: .jars/.installed
+.jars/.installed: jvm/pom.xml jvm/settings.xml
+	@command -v mvn >/dev/null || { echo "mvn not found: install Maven (Debian: maven)"; exit 2; }
+	rm -rf .jars/kafka .jars/spark
+	$(MVN) -P kafka dependency:copy-dependencies
+	$(MVN) -P spark dependency:copy-dependencies
+	touch $@
+
+demo: setup
+	$(PY) -m kafka_recon.demo
+
+test: setup
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+test-unit: setup
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test-integration: setup
+	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy kafka_recon spark_jobs dags
+
+# re-resolve the lock after changing pyproject.toml
+lock: venv
+	$(UV) pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .jars demo-out runs .pytest_cache .mypy_cache .ruff_cache
