@@ -1,0 +1,213 @@
+"""The flow config (DESIGN.md, "Flow config"): loaded from YAML and validated strictly.
+
+Every error names the file, the flow and the field and says what was expected; unknown keys and
+repeated flow names are errors. Strings may use `${VAR}` or `${VAR:-default}` so one file serves
+the demo, CI and production (ports and database paths differ, the flow does not).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(ValueError):
+    """A flow config that cannot be used; the message says where and what was expected."""
+
+
+def parse_duration(text: str) -> timedelta:
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"expected a duration like 30s, 10m, 1h or 1d, got {text!r}")
+    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RecordSpec(_Strict):
+    id: str = Field(description='JSONPath into the Kafka value (e.g. "$.order_id"), or "key"')
+    event_time: str = Field(description='JSONPath into the value, or "kafka_timestamp"')
+
+    @field_validator("id", "event_time")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if v in ("key", "kafka_timestamp") or v.startswith("$."):
+            return v
+        raise ValueError(f'expected a JSONPath starting with "$." or a keyword, got {v!r}')
+
+
+class SqlTier(_Strict):
+    name: str
+    type: Literal["sql"]
+    conn: str = Field(description="Airflow connection id or SQLAlchemy URL")
+    ids: str | None = None
+    counts: str | None = None
+
+    @field_validator("ids", "counts")
+    @classmethod
+    def _window_params(cls, v: str | None) -> str | None:
+        if v is not None and not (":start" in v and ":end" in v):
+            raise ValueError("the query must use both :start and :end to select the window")
+        return v
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.ids is None) == (self.counts is None):
+            raise ValueError("give exactly one of 'ids' or 'counts'")
+
+
+class FlumeTier(_Strict):
+    name: str
+    type: Literal["flume"]
+    metrics_url: str
+    source: str
+    sink: str
+
+
+class KafkaTier(_Strict):
+    name: str
+    type: Literal["kafka"]
+    bootstrap: str
+    topic: str
+    consumer_groups: list[str] = []
+    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
+
+
+Tier = Annotated[SqlTier | FlumeTier | KafkaTier, Field(discriminator="type")]
+
+
+class Tolerance(_Strict):
+    loss: int = Field(0, ge=0)
+    duplicate: int = Field(0, ge=0)
+
+
+class Flow(_Strict):
+    name: str
+    owners: list[str] = Field(min_length=1)
+    bucket: timedelta = timedelta(hours=1)
+    grace: timedelta = timedelta(minutes=10)
+    replays: int = Field(2, ge=1, le=10)
+    record: RecordSpec
+    tiers: list[Tier] = Field(min_length=2)
+    tolerance: Tolerance = Tolerance()
+
+    @field_validator("bucket", "grace", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
+    @field_validator("tiers")
+    @classmethod
+    def _one_topic(cls, tiers: list[Any]) -> list[Any]:
+        names = [t.name for t in tiers]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"tier names must be unique, repeated: {', '.join(repeated)}")
+        if sum(isinstance(t, KafkaTier) for t in tiers) != 1:
+            raise ValueError("a flow needs exactly one tier of type kafka")
+        return tiers
+
+    @property
+    def topic_tier(self) -> KafkaTier:
+        return next(t for t in self.tiers if isinstance(t, KafkaTier))
+
+    def side_of(self, upstream_tier: str) -> str:
+        """'write' for hops up to and into the topic, 'consume' for hops out of it."""
+        names = [t.name for t in self.tiers]
+        return "write" if names.index(upstream_tier) < names.index(self.topic_tier.name) \
+            else "consume"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML silently keeps the last of two equal keys; two flows with one name must fail."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise ConfigError(
+                f"line {key_node.start_mark.line + 1}: key {key!r} appears twice "
+                f"(first on line {seen[key]})"
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
+)
+
+
+def _expand_env(value: Any, where: str) -> Any:
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            var, default = m.group(1), m.group(2)
+            if var in os.environ:
+                return os.environ[var]
+            if default is not None:
+                return default
+            raise ConfigError(f"{where}: environment variable {var} is not set and has no default")
+        return _ENV.sub(sub, value)
+    if isinstance(value, list):
+        return [_expand_env(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _expand_env(v, f"{where}.{k}") for k, v in value.items()}
+    return value
+
+
+def _format_error(path: Path, flow: str, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        lines.append(f"{path}: flow '{flow}', field '{loc or '(flow)'}': {err['msg']}")
+    return "\n".join(lines)
+
+
+def load_flows(path: Path | str) -> dict[str, Flow]:
+    """Read and validate every flow of a config file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the flow config: {exc.strerror}") from exc
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict) or set(raw) != {"flows"} or not isinstance(raw["flows"], dict):
+        raise ConfigError(f"{path}: expected a mapping with the single key 'flows: {{name: ...}}'")
+    flows: dict[str, Flow] = {}
+    for name, body in raw["flows"].items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: flow '{name}': expected a mapping of fields")
+        body = _expand_env(body, f"{path}: flow '{name}'")
+        try:
+            flows[str(name)] = Flow(name=str(name), **body)
+        except ValidationError as exc:
+            raise ConfigError(_format_error(path, str(name), exc)) from None
+        except ValueError as exc:
+            raise ConfigError(f"{path}: flow '{name}': {exc}") from None
+    return flows
+
+
+def load_flow(path: Path | str, name: str) -> Flow:
+    flows = load_flows(path)
+    if name not in flows:
+        known = ", ".join(sorted(flows)) or "none"
+        raise ConfigError(f"{path}: no flow named '{name}' (flows: {known})")
+    return flows[name]

@@ -1,0 +1,99 @@
+"""The steps of one reconciliation run, as plain functions over a run folder.
+
+Airflow tasks and `kafka-recon run` call the same functions; each step reads what earlier steps
+wrote into the run folder and replaces its own output, so re-running a window is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.config import Flow, SqlTier, load_flow
+from kafka_recon.paths import REPO_ROOT
+from kafka_recon.window import Window
+
+DEFAULT_CONFIG = REPO_ROOT / "config" / "flows.yaml"
+
+
+def config_path() -> Path:
+    return Path(os.environ.get("KAFKA_RECON_CONFIG", DEFAULT_CONFIG))
+
+
+def runs_root() -> Path:
+    return Path(os.environ.get("KAFKA_RECON_OUT", REPO_ROOT / "runs"))
+
+
+def run_dir(flow: str, start: str, end: str, root: Path | None = None) -> Path:
+    """One folder per flow and window: a re-run of the window lands in the same place."""
+    safe = "_".join(Window.parse(start, end).as_json().values()).replace(":", "")
+    return (root or runs_root()) / flow / safe
+
+
+def _write_json(path: Path, payload: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.replace(path)
+
+
+def _read_json(path: Path, step: str) -> Any:
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: the '{step}' step has not run for this window")
+    return json.loads(path.read_text())
+
+
+def stage(flow: Flow, window: Window, out: Path) -> list[dict[str, Any]]:
+    """Step 1: count every SQL tier for the window."""
+    from kafka_recon.stage import count_sql_tier
+
+    counts = [count_sql_tier(t, window) for t in flow.tiers if isinstance(t, SqlTier)]
+    _write_json(out / "stage.json", counts)
+    return counts
+
+
+def reconcile(flow: Flow, window: Window, out: Path) -> dict[str, Any]:
+    """Step 3: staged counts and replays to result.json."""
+    from kafka_recon.reconcile import reconcile_counts
+
+    result = reconcile_counts(flow, window, _read_json(out / "stage.json", "stage"),
+                              _read_json(out / "replays.json", "replay"))
+    _write_json(out / "result.json", result)
+    return result
+
+
+def validate(flow: Flow, out: Path) -> dict[str, Any]:
+    from kafka_recon.validate import validate_result
+
+    result = _read_json(out / "result.json", "reconcile")
+    return validate_result(result, out, flow.tolerance.model_dump())
+
+
+def report(out: Path) -> dict[str, str]:
+    from kafka_recon.report import render_report
+
+    result = _read_json(out / "result.json", "reconcile")
+    validation_path = out / "validation.json"
+    validation = json.loads(validation_path.read_text()) if validation_path.exists() else None
+    return render_report(result, out, validation)
+
+
+def notify(flow: Flow, out: Path, smtp_conn_id: str = "smtp_default") -> str:
+    from kafka_recon.notify import send_report, subject
+
+    result = _read_json(out / "result.json", "reconcile")
+    html = out / "report.html"
+    if not html.exists():
+        raise FileNotFoundError(f"{html} is missing: the 'report' step has not run")
+    send_report(result, html, flow.owners, smtp_conn_id)
+    return subject(result)
+
+
+def load(flow_name: str, start: str, end: str, config: Path | None = None
+         ) -> tuple[Flow, Window, Path]:
+    """The flow, its window (with the flow's grace) and the run folder."""
+    flow = load_flow(config or config_path(), flow_name)
+    window = Window.parse(start, end, flow.grace)
+    return flow, window, run_dir(flow_name, start, end)

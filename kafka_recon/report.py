@@ -1,0 +1,45 @@
+"""Step 5, report: the result as HTML (autoescaped: payload text can hold markup) and plain text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+_WORDS = {"loss": "lost", "duplicate": "duplicated", "unexpected": "found downstream with no "
+          "upstream record", "unidentifiable": "without a readable id",
+          "replay_unstable": "read differently by replays of the same window"}
+
+
+def sentences(result: dict[str, Any]) -> list[str]:
+    """Each finding in one sentence, the answer an owner reads first."""
+    out = []
+    for f in result["findings"]:
+        where = f["hop"].replace("->", " and ")
+        between = "between " if "->" in f["hop"] else "at "
+        tol = " (within tolerance)" if f.get("within_tolerance") else ""
+        out.append(f"{result['flow']}: {f['count']} records {_WORDS.get(f['kind'], f['kind'])} "
+                   f"on the {f['side']} side {between}{where}{tol}.")
+    return out
+
+
+def render_report(result: dict[str, Any], out_dir: Path | str,
+                  validation: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write report.html and report.txt into out_dir; return their paths."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("kafka_recon", "templates"),
+                      autoescape=select_autoescape(["html", "j2"], default=True))
+    text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False)
+    ctx = {"r": result, "sentences": sentences(result), "validation": validation}
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    html = out_dir / "report.html"
+    txt = out_dir / "report.txt"
+    html.write_text(env.get_template("report.html.j2").render(**ctx))
+    txt.write_text(text_env.get_template("report.txt.j2").render(**ctx))
+    return {"html": str(html), "text": str(txt)}
+
+
+def load_json(path: Path | str) -> Any:
+    return json.loads(Path(path).read_text())

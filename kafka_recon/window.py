@@ -1,0 +1,61 @@
+"""The window being reconciled: [start, end), plus the grace during which records may arrive late."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+
+class WindowError(ValueError):
+    pass
+
+
+def parse_instant(text: str, what: str) -> datetime:
+    """ISO 8601 to an aware UTC datetime; a naive time is read as UTC."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise WindowError(f"{what}: expected an ISO 8601 time such as "
+                          f"2026-11-20T00:00:00Z, got {text!r}") from exc
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+    grace: timedelta = timedelta(0)
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.end.tzinfo is None:
+            raise WindowError("window start and end must carry a time zone")
+        if self.end <= self.start:
+            raise WindowError(f"window end {self.end.isoformat()} is not after its start "
+                              f"{self.start.isoformat()}")
+
+    @classmethod
+    def parse(cls, start: str, end: str, grace: timedelta = timedelta(0)) -> Window:
+        return cls(parse_instant(start, "--start"), parse_instant(end, "--end"), grace)
+
+    @property
+    def closes_at(self) -> datetime:
+        """When the last late record may have arrived: end plus grace."""
+        return self.end + self.grace
+
+    def is_closed(self, now: datetime | None = None) -> bool:
+        return (now or datetime.now(UTC)) >= self.closes_at
+
+    @staticmethod
+    def millis(t: datetime) -> int:
+        return int(t.timestamp() * 1000)
+
+    def as_json(self) -> dict[str, str]:
+        return {"start": _iso(self.start), "end": _iso(self.end)}
+
+    def sql_params(self) -> dict[str, datetime]:
+        """Naive UTC bounds: what SQLite text columns and PostgreSQL timestamps both compare."""
+        return {"start": self.start.replace(tzinfo=None), "end": self.end.replace(tzinfo=None)}
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,1 @@
+"""PySpark jobs, each submitted by spark-submit: argument parser, pure transforms, main."""
