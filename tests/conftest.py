@@ -1,0 +1,11 @@
+"""Shared test setup: tests are tiered by marker (`unit`, `integration`); every module sets one."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(any(item.iter_markers(name)) for name in ("unit", "integration")):
+            raise pytest.UsageError(f"{item.nodeid}: mark it unit or integration")

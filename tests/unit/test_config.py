@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from kafka_recon.config import ConfigError, load_flow, load_flows
+from kafka_recon.pipeline import DEFAULT_CONFIG
+
+pytestmark = pytest.mark.unit
+
+GOOD = """
+flows:
+  orders:
+    owners: [a@example.com]
+    bucket: 30m
+    grace: 5m
+    record: {id: "$.order_id", event_time: "$.created_at"}
+    tiers:
+      - {name: db, type: sql, conn: "sqlite:///x.db",
+         ids: "SELECT id, t AS event_time FROM o WHERE t >= :start AND t < :end"}
+      - {name: topic, type: kafka, bootstrap: "${BOOT:-127.0.0.1:9092}", topic: orders}
+      - {name: sink, type: sql, conn: sink_db,
+         ids: "SELECT id, t AS event_time FROM c WHERE t >= :start AND t < :end"}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "flows.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_repo_flow_config_loads_the_demo_flow() -> None:
+    flow = load_flow(DEFAULT_CONFIG, "demo_orders")
+    assert [t.name for t in flow.tiers] == ["orders_db", "orders_topic", "warehouse"]
+
+
+def test_valid_flow_parses_durations_defaults_and_sides(tmp_path: Path) -> None:
+    flow = load_flow(write(tmp_path, GOOD), "orders")
+    assert flow.bucket == timedelta(minutes=30) and flow.grace == timedelta(minutes=5)
+    assert flow.replays == 2 and flow.tolerance.loss == 0
+    assert flow.topic_tier.bootstrap == "127.0.0.1:9092"
+    assert (flow.side_of("db"), flow.side_of("topic")) == ("write", "consume")
+
+
+def test_environment_variables_fill_placeholders(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOT", "127.0.0.1:1234")
+    assert load_flow(write(tmp_path, GOOD), "orders").topic_tier.bootstrap == "127.0.0.1:1234"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda s: s.replace("owners: [a@example.com]", "owners: [a@example.com]\n    colour: red"),
+         "field 'colour': Extra inputs are not permitted"),
+        (lambda s: s.replace("    owners: [a@example.com]\n", ""), "field 'owners': Field required"),
+        (lambda s: s.replace("bucket: 30m", "bucket: half an hour"),
+         "field 'bucket': Value error, expected a duration like 30s"),
+        (lambda s: s.replace("t >= :start AND t < :end\"}\n      - {name: topic",
+                             "t >= 1\"}\n      - {name: topic"),
+         "must use both :start and :end"),
+        (lambda s: s.replace("type: kafka", "type: kafak"), "field 'tiers.1'"),
+        (lambda s: s.replace('"$.order_id"', '"order_id"'), "field 'record.id'"),
+        (lambda s: s.replace("name: sink", "name: db"), "tier names must be unique, repeated: db"),
+        (lambda s: s.replace("${BOOT:-127.0.0.1:9092}", "${NOT_SET_ANYWHERE}"),
+         "environment variable NOT_SET_ANYWHERE is not set"),
+    ],
+    ids=["unknown-key", "missing-field", "bad-duration", "query-without-window",
+         "unknown-tier-type", "bad-jsonpath", "repeated-tier", "unset-env"],
+)
+def test_bad_config_names_file_flow_and_field(tmp_path: Path, mutate, expected: str) -> None:
+    path = write(tmp_path, mutate(GOOD))
+    with pytest.raises(ConfigError) as err:
+        load_flows(path)
+    assert str(path) in str(err.value)
+    assert "orders" in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_two_flows_with_one_name_are_rejected_with_both_lines(tmp_path: Path) -> None:
+    body = GOOD.split("flows:\n", 1)[1]
+    with pytest.raises(ConfigError, match=r"line 13: key 'orders' appears twice \(first on line 2\)"):
+        load_flows(write(tmp_path, "flows:\n" + body + body))
+
+
+def test_malformed_yaml_is_reported_with_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "flows:\n  orders: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_flows(path)
+
+
+def test_unknown_flow_lists_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no flow named 'payments' \(flows: orders\)"):
+        load_flow(write(tmp_path, GOOD), "payments")
