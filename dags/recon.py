@@ -15,7 +15,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, TriggerRule, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-
 from kafka_recon.config import Flow, load_flows
 from kafka_recon.paths import REPO_ROOT
 from kafka_recon.pipeline import config_path

@@ -1,3 +1,3 @@
-"""kafka-recon: find, count and locate records lost between an upstream, a Kafka topic and a sink."""
+"""kafka-recon: find, count and locate records lost between an upstream, Kafka and a sink."""
 
 __version__ = "0.1.0"

@@ -60,7 +60,7 @@ def validate_result(result: dict[str, Any], out_dir: Path | str,
                  "kwargs": {k: v for k, v in r.expectation_config.kwargs.items()
                             if k != "batch_id"},
                  "observed": _plain(r.result.get("observed_value"))}
-                for r in res.results if not r.success
+                for r in res.results if not r.success and r.expectation_config is not None
             ],
         }
     context.build_data_docs()

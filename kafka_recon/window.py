@@ -1,4 +1,4 @@
-"""The window being reconciled: [start, end), plus the grace during which records may arrive late."""
+"""The window being reconciled: [start, end), plus the grace in which records may arrive late."""
 
 from __future__ import annotations
 

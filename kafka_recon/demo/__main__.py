@@ -14,8 +14,10 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from kafka_recon.demo import upstream
 from kafka_recon.demo.consumer import CRASH_EXIT
@@ -29,7 +31,7 @@ FLOW = "demo_orders"
 TOPIC = "orders"
 
 
-def truth(workdir: Path) -> dict[str, object]:
+def truth(workdir: Path) -> dict[str, Any]:
     """What the demo really lost, from the apps' ledgers and the tables, not from kafka-recon."""
     up = upstream.ids(workdir / "upstream.db", "orders")
     sink = upstream.ids(workdir / "sink.db", "orders_copy")
@@ -45,7 +47,7 @@ def truth(workdir: Path) -> dict[str, object]:
 
 
 def make_data(workdir: Path, bootstrap: str, start: datetime, end: datetime, orders: int,
-              crash_after_batches: int) -> dict[str, object]:
+              crash_after_batches: int) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -68,15 +70,18 @@ def make_data(workdir: Path, bootstrap: str, start: datetime, end: datetime, ord
     return truth(workdir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
-    p.add_argument("--workdir", type=Path, default=REPO_ROOT / "demo-out")
-    p.add_argument("--orders", type=int, default=1000)
-    p.add_argument("--crash-after-batches", type=int, default=3)
-    a = p.parse_args(argv)
+@dataclass
+class DemoOutcome:
+    run_dir: Path
+    result: dict[str, Any] | None
+    facts: dict[str, Any]
+    mails: list[Path]
+    dag_exit: int
 
-    t0 = time.monotonic()
-    workdir = a.workdir.resolve()
+
+def run_demo(workdir: Path, orders: int = 1000, crash_after_batches: int = 3) -> DemoOutcome:
+    """Services up, data made, the daily DAG run by `airflow dags test`, services down."""
+    workdir = workdir.resolve()
     if workdir.exists():
         shutil.rmtree(workdir)  # from nothing, every time
     workdir.mkdir(parents=True)
@@ -89,10 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         kafka.start()
         mail.start()
         print(f"kafka on {kafka.bootstrap}, smtp on 127.0.0.1:{mail.port}", flush=True)
-        facts = make_data(workdir, kafka.bootstrap, start, end, a.orders, a.crash_after_batches)
+        facts = make_data(workdir, kafka.bootstrap, start, end, orders, crash_after_batches)
         print(f"demo data: {facts['upstream']} orders upstream, {facts['acked']} acknowledged "
               f"by kafka, {facts['sink']} in the sink", flush=True)
-
         env = airflow_env(workdir / "airflow", smtp_port=mail.port, extra={
             "KAFKA_RECON_CONFIG": str(REPO_ROOT / "config" / "flows.yaml"),
             "KAFKA_RECON_OUT": str(workdir / "runs"),
@@ -112,23 +116,33 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         mail.stop()
         kafka.stop()
-
     run = workdir / "runs" / FLOW / f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}"
     result_path = run / "result.json"
-    if not result_path.exists():
-        print(f"FAILED: no result at {result_path}; see {workdir / 'airflow.log'}")
-        return 2
-    result = json.loads(result_path.read_text())
-    mails = sorted((workdir / "mail").glob("*.eml"))
-    lost = len(facts["lost_consume_side"])  # type: ignore[arg-type]
-    found = sum(f["count"] for f in result["findings"]
-                if f["kind"] == "loss" and f["side"] == "consume")
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    return DemoOutcome(run, result, facts, sorted((workdir / "mail").glob("*.eml")),
+                       dag.returncode)
+
+
+def main(argv: list[str] | None = None) -> int:
     from kafka_recon.reconcile import verdict
 
-    print(f"report: {run / 'report.html'}")
-    print(f"mail:   {mails[-1] if mails else 'NONE RECEIVED'}")
-    print(f"verdict: {verdict(result)}")
-    agree = found == lost and facts["lost_write_side"] == [] and bool(mails)
+    p = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
+    p.add_argument("--workdir", type=Path, default=REPO_ROOT / "demo-out")
+    p.add_argument("--orders", type=int, default=1000)
+    p.add_argument("--crash-after-batches", type=int, default=3)
+    a = p.parse_args(argv)
+    t0 = time.monotonic()
+    o = run_demo(a.workdir, a.orders, a.crash_after_batches)
+    if o.result is None:
+        print(f"FAILED: no result in {o.run_dir}; see {a.workdir / 'airflow.log'}")
+        return 2
+    lost = len(o.facts["lost_consume_side"])
+    found = sum(f["count"] for f in o.result["findings"]
+                if f["kind"] == "loss" and f["side"] == "consume")
+    print(f"report: {o.run_dir / 'report.html'}")
+    print(f"mail:   {o.mails[-1] if o.mails else 'NONE RECEIVED'}")
+    print(f"verdict: {verdict(o.result)}")
+    agree = found == lost and not o.facts["lost_write_side"] and bool(o.mails)
     print(f"check: the consumer's ledger says {lost} records were lost on the consume side; "
           f"kafka-recon found {found}: {'MATCH' if agree else 'MISMATCH'} "
           f"({time.monotonic() - t0:.0f}s)")

@@ -4,7 +4,8 @@ It commits a batch's offsets *before* writing the batch (seed 000: "commit befor
 With `crash_after_batches=K` it dies right after committing batch K, without writing it: those
 records are lost on the consume side, and the ledger names them.
 
-    python -m kafka_recon.demo.consumer --bootstrap B --topic T --db SINK --ledger L [--crash-after-batches K]
+    python -m kafka_recon.demo.consumer --bootstrap B --topic T --db SINK --ledger L \
+        [--crash-after-batches K]
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ def run_consumer(bootstrap: str, topic: str, db: Path, ledger: Path,
             assigned = {tp.partition for tp in consumer.assignment()}
             records = []
             for m in msgs:
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        at_eof.add(m.partition())
+                err, partition = m.error(), m.partition()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and partition is not None:
+                        at_eof.add(partition)
                         continue
-                    raise RuntimeError(f"consumer error: {m.error()}")
-                at_eof.discard(m.partition())
-                records.append(json.loads(m.value()))
+                    raise RuntimeError(f"consumer error: {err}")
+                if partition is not None:
+                    at_eof.discard(partition)
+                records.append(json.loads(m.value() or b"null"))
             if records:
                 batches += 1
                 consumer.commit(asynchronous=False)  # the mistake: commit, then process

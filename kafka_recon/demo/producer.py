@@ -22,7 +22,7 @@ def publish_orders(db: Path, bootstrap: str, topic: str, ledger: Path) -> int:
 
     def on_delivery(err: KafkaError | None, msg: Message) -> None:
         if err is None:
-            acked.append(int(msg.key()))
+            acked.append(int(msg.key() or b"-1"))
         else:
             failed.append(f"{msg.key()!r}: {err}")
 

@@ -8,6 +8,7 @@ invocation can kill or restart a broker of a cluster that an earlier one started
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -356,10 +357,8 @@ def KafkaNode(base_dir: Path | str, port: int | None = None, **kw: Any) -> Kafka
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _wait_dead(pid: int, timeout: float) -> bool:

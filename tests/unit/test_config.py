@@ -56,7 +56,8 @@ def test_environment_variables_fill_placeholders(tmp_path: Path,
     [
         (lambda s: s.replace("owners: [a@example.com]", "owners: [a@example.com]\n    colour: red"),
          "field 'colour': Extra inputs are not permitted"),
-        (lambda s: s.replace("    owners: [a@example.com]\n", ""), "field 'owners': Field required"),
+        (lambda s: s.replace("    owners: [a@example.com]\n", ""),
+         "field 'owners': Field required"),
         (lambda s: s.replace("bucket: 30m", "bucket: half an hour"),
          "field 'bucket': Value error, expected a duration like 30s"),
         (lambda s: s.replace("t >= :start AND t < :end\"}\n      - {name: topic",
@@ -82,7 +83,8 @@ def test_bad_config_names_file_flow_and_field(tmp_path: Path, mutate, expected: 
 
 def test_two_flows_with_one_name_are_rejected_with_both_lines(tmp_path: Path) -> None:
     body = GOOD.split("flows:\n", 1)[1]
-    with pytest.raises(ConfigError, match=r"line 13: key 'orders' appears twice \(first on line 2\)"):
+    expected = r"line 13: key 'orders' appears twice \(first on line 2\)"
+    with pytest.raises(ConfigError, match=expected):
         load_flows(write(tmp_path, "flows:\n" + body + body))
 
 

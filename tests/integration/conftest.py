@@ -1,0 +1,26 @@
+"""Real services for the integration tier: Apache Kafka on loopback, started from the Maven jars."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafka_recon.devenv.kafka import KafkaCluster
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One single-node KRaft broker shared by the session; tests use their own topics."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), size=1).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def artifacts_dir() -> Path:
+    """Kept after the run (CI can publish it): reports, mails, screenshots."""
+    path = Path(__file__).resolve().parents[2] / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path

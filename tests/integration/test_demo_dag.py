@@ -1,0 +1,43 @@
+"""End to end: the daily DAG, run by `airflow dags test`, mails a report with the true loss."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kafka_recon.demo.__main__ import run_demo
+from kafka_recon.devenv.smtp import read_maildir
+
+pytestmark = pytest.mark.integration
+
+
+def test_daily_dag_finds_and_mails_the_demo_consume_side_loss(tmp_path: Path,
+                                                               artifacts_dir: Path) -> None:
+    outcome = run_demo(tmp_path / "demo", orders=400, crash_after_batches=2)
+    truth = outcome.facts["lost_consume_side"]
+    assert truth, "the demo consumer must have lost records"
+    assert truth == outcome.facts["consumer_dropped"], "the ledger names exactly what was lost"
+    assert outcome.facts["lost_write_side"] == []
+
+    result = outcome.result
+    assert result is not None, f"no result.json in {outcome.run_dir}"
+    assert result["status"] == "findings"
+    assert [(f["kind"], f["side"], f["hop"], f["count"]) for f in result["findings"]] == [
+        ("loss", "consume", "orders_topic->warehouse", len(truth))]
+    assert result["replays_consistent"] and len(result["replays"]) == 2
+    assert outcome.dag_exit != 0, "a run with findings ends failed, so the UI shows it red"
+
+    mails = read_maildir(tmp_path / "demo" / "mail")
+    assert len(mails) == 1
+    mail = mails[0]
+    assert mail["To"] == "orders-team@example.com"
+    assert "demo_orders" in mail["Subject"] and "FINDINGS" in mail["Subject"]
+    html = mail.get_body(("html",))
+    assert html is not None
+    body = html.get_content()
+    assert f"{len(truth)} records lost on the consume side between orders_topic and warehouse" \
+        in body
+    shutil.copy(outcome.mails[0], artifacts_dir / "demo-mail.eml")
+    shutil.copy(outcome.run_dir / "report.html", artifacts_dir / "demo-report.html")
