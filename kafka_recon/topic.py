@@ -1,8 +1,8 @@
-"""Topic facts through the Kafka protocol: partitions and the offsets a window spans.
+"""Topic facts through the Kafka protocol: partitions, the offsets a window spans, retention.
 
 Offsets are found by timestamp (start, and end plus grace) so Spark reads exactly the window's
 records; the difference of those offsets is the quick estimate, never the verdict (transaction
-markers and compaction leave gaps in offsets).
+markers and compaction leave gaps in offsets). Only metadata passes through here, never records.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 TIMEOUT_S = 15.0
+NO_COMMIT = -1001  # librdkafka's OFFSET_INVALID: the group never committed this partition
 
 
 class TopicError(RuntimeError):
@@ -21,32 +22,58 @@ class TopicError(RuntimeError):
 @dataclass(frozen=True)
 class PartitionRange:
     partition: int
-    start: int          # first offset at or after the window start
-    end: int            # first offset at or after the window end plus grace (exclusive)
-    log_start: int      # earliest offset still on the broker
+    start: int            # first offset at or after the window start
+    end: int              # first offset at or after the window end plus grace (exclusive)
+    log_start: int        # earliest offset still on the broker
     high_watermark: int
+    first_timestamp: int | None = None  # ms, of the record at log_start when log_start > 0
 
 
-def window_offsets(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> list[PartitionRange]:
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
 
     # a throwaway group id: librdkafka wants one, but this consumer never joins or commits
-    consumer = Consumer({
+    return Consumer({
         "bootstrap.servers": bootstrap,
-        "group.id": f"kafka-recon-offsets-{uuid.uuid4()}",
+        "group.id": f"kafka-recon-facts-{uuid.uuid4()}",
         "enable.auto.commit": False,
         "socket.timeout.ms": int(TIMEOUT_S * 1000),
         "log_level": 3,
     })
+
+
+def partitions(consumer: Any, bootstrap: str, topic: str) -> list[int]:
+    from confluent_kafka import KafkaException
+
     try:
-        try:
-            md = consumer.list_topics(topic, timeout=TIMEOUT_S)
-        except KafkaException as exc:
-            raise TopicError(f"kafka at {bootstrap} cannot be reached: {exc}") from exc
-        tmd = md.topics.get(topic)
-        if tmd is None or tmd.error is not None or not tmd.partitions:
-            raise TopicError(f"topic '{topic}' does not exist on kafka at {bootstrap}")
-        parts = sorted(tmd.partitions)
+        md = consumer.list_topics(topic, timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise TopicError(f"kafka at {bootstrap} cannot be reached: {exc}") from exc
+    tmd = md.topics.get(topic)
+    if tmd is None or tmd.error is not None or not tmd.partitions:
+        raise TopicError(f"topic '{topic}' does not exist on kafka at {bootstrap}")
+    return sorted(tmd.partitions)
+
+
+def _first_timestamp(consumer: Any, topic: str, partition: int, offset: int) -> int | None:
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    try:
+        msg = consumer.poll(TIMEOUT_S)
+        if msg is None or msg.error() is not None:
+            return None
+        return int(msg.timestamp()[1])
+    finally:
+        consumer.unassign()
+
+
+def window_offsets(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> list[PartitionRange]:
+    from confluent_kafka import KafkaException, TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        parts = partitions(consumer, bootstrap, topic)
         starts = consumer.offsets_for_times(
             [TopicPartition(topic, p, start_ms) for p in parts], timeout=TIMEOUT_S)
         ends = consumer.offsets_for_times(
@@ -55,14 +82,58 @@ def window_offsets(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> li
         for p, s, e in zip(parts, starts, ends, strict=True):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
                                                        timeout=TIMEOUT_S, cached=False)
+            first = _first_timestamp(consumer, topic, p, low) if low > 0 and low < high else None
             # -1: no record at or after that time, so the range runs to the log end
             out.append(PartitionRange(p, high if s.offset < 0 else s.offset,
-                                      high if e.offset < 0 else e.offset, low, high))
+                                      high if e.offset < 0 else e.offset, low, high, first))
         return out
     except KafkaException as exc:
         raise TopicError(f"topic '{topic}' on kafka at {bootstrap}: {exc}") from exc
     finally:
         consumer.close()
+
+
+def retention_cut(ranges: list[PartitionRange], start_ms: int) -> list[int]:
+    """Partitions where retention may have deleted records of the window.
+
+    Records before log_start are gone; if the oldest record left is already inside the window
+    (or later), the deleted ones may have been too, and nothing can tell how many.
+    """
+    return [r.partition for r in ranges
+            if r.log_start > 0 and (r.first_timestamp is None or r.first_timestamp >= start_ms)]
+
+
+def committed_offsets(bootstrap: str, topic: str, groups: list[str],
+                      parts: list[int]) -> dict[str, dict[int, int]]:
+    """Each production group's committed offset per partition (NO_COMMIT if none)."""
+    if not groups:
+        return {}
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    out: dict[str, dict[int, int]] = {}
+    for group in groups:
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
+        try:
+            res = admin.list_consumer_group_offsets([req])[group].result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicError(f"consumer group '{group}' on kafka at {bootstrap}: {exc}") from exc
+        out[group] = {tp.partition: tp.offset for tp in res.topic_partitions}
+    return out
+
+
+def deleted_before_consumed(ranges: list[PartitionRange],
+                            committed: dict[str, dict[int, int]]) -> dict[str, int]:
+    """Per group, offsets deleted by retention before the group consumed them."""
+    log_start = {r.partition: r.log_start for r in ranges}
+    out = {}
+    for group, offsets in committed.items():
+        lost = sum(log_start[p] - off for p, off in offsets.items()
+                   if off != NO_COMMIT and off < log_start.get(p, 0))
+        if lost:
+            out[group] = lost
+    return out
 
 
 def spark_offsets(topic: str, ranges: list[PartitionRange]) -> tuple[str, str]:

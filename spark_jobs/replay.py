@@ -1,9 +1,10 @@
-"""Step 2, replay: read the topic's window N times, each with a fresh consumer group, and count.
+"""Step 2, replay: read the topic's window N times, each with a fresh consumer group.
 
 Each replay reads the offsets found by timestamp (window start .. window end + grace) with the
-official Spark Kafka source under its own group id prefix. Spark's batch Kafka source never
-commits offsets, so production consumer groups are never touched. Only one summary row per
-replay comes back to the driver; records never do.
+official Spark Kafka source under its own group id prefix; Spark's batch Kafka source never
+commits offsets, so production consumer groups are never touched. Each replay's records
+(id, event time, partition, offset, Kafka timestamp) are written to `replays/rN/` (Parquet) for
+the reconcile step; only one summary row per replay reaches the driver.
 
     spark-submit spark_jobs/replay.py --config F --flow NAME --start T --end T --out DIR
 """
@@ -28,7 +29,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--flow", required=True, help="flow name in the config")
     p.add_argument("--start", required=True, help="window start, ISO 8601")
     p.add_argument("--end", required=True, help="window end, ISO 8601")
-    p.add_argument("--out", required=True, type=Path, help="run folder; replays.json goes here")
+    p.add_argument("--out", required=True, type=Path, help="run folder")
     p.add_argument("--replays", type=int, default=None, help="override the flow's replay count")
     return p.parse_args(argv)
 
@@ -37,8 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def extract_records(raw: DataFrame, id_path: str, event_time_path: str) -> DataFrame:
     """Kafka rows to (id, event_time, partition, offset, kafka_ts), with built-in functions only.
 
-    A value that is not JSON or lacks the field gives a null id: counted as unidentifiable,
-    never dropped.
+    A value that is not JSON or lacks a field gives a null id or event time: the record is
+    counted as unidentifiable, never dropped.
     """
     from pyspark.sql import functions as F
 
@@ -59,9 +60,9 @@ def extract_records(raw: DataFrame, id_path: str, event_time_path: str) -> DataF
 def summarize(records: DataFrame, start: datetime, end: datetime) -> DataFrame:
     """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint.
 
-    The fingerprint is the sum of 64-bit hashes of the window's ids (as an exact decimal): it does
-    not depend on the order records were read in, and two replays that read different id
-    multisets disagree on it.
+    The fingerprint is the sum of 64-bit hashes of the window's ids (an exact decimal): it does
+    not depend on the order records were read in, and replays that read different id multisets
+    disagree on it.
     """
     from pyspark.sql import functions as F
 
@@ -95,9 +96,18 @@ def read_window(spark: SparkSession, bootstrap: str, topic: str, starting: str, 
     )
 
 
+def replay_dir(out: Path, n: int) -> Path:
+    return out / "replays" / f"r{n}"
+
+
 def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     from kafka_recon.config import load_flow
-    from kafka_recon.topic import as_json, spark_offsets, window_offsets
+    from kafka_recon.topic import (
+        as_json,
+        committed_offsets,
+        spark_offsets,
+        window_offsets,
+    )
     from kafka_recon.window import Window
 
     flow = load_flow(args.config, args.flow)
@@ -105,35 +115,40 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     tier = flow.topic_tier
     ranges = window_offsets(tier.bootstrap, tier.topic, Window.millis(window.start),
                             Window.millis(window.closes_at))
+    committed = committed_offsets(tier.bootstrap, tier.topic, tier.consumer_groups,
+                                  [r.partition for r in ranges])
     starting, ending = spark_offsets(tier.topic, ranges)
     replays = []
-    for i in range(args.replays or flow.replays):
-        group = f"kafka-recon-{flow.name}-{uuid.uuid4().hex[:12]}-r{i + 1}"
+    for i in range(1, (args.replays or flow.replays) + 1):
+        group = f"kafka-recon-{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
         raw = read_window(spark, tier.bootstrap, tier.topic, starting, ending, group,
                           tier.isolation_level)
-        row = summarize(extract_records(raw, flow.record.id, flow.record.event_time),
-                        window.start, window.end).first()
+        target = replay_dir(args.out, i)
+        # overwrite: re-running the window replaces this replay
+        extract_records(raw, flow.record.id, flow.record.event_time) \
+            .write.mode("overwrite").parquet(str(target))
+        row = summarize(spark.read.parquet(str(target)), window.start, window.end).first()
         assert row is not None
-        replays.append({"group": group, **row.asDict()})
+        replays.append({"group": group, "path": str(target), **row.asDict()})
     out = {
         "tier": tier.name,
         "offsets": as_json(ranges),
         "estimate": sum(r.end - r.start for r in ranges),
+        "committed": {g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
         "replays": replays,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = args.out / "replays.json.tmp"
     tmp.write_text(json.dumps(out, indent=2))
-    tmp.replace(args.out / "replays.json")  # re-running the window replaces it whole
+    tmp.replace(args.out / "replays.json")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyspark.sql import SparkSession
+    from kafka_recon.sparkutil import session
 
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = (SparkSession.builder.appName(f"kafka-recon replay {args.flow}")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark = session(f"kafka-recon replay {args.flow}")
     try:
         out = run(spark, args)
     finally:

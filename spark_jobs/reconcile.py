@@ -1,0 +1,284 @@
+"""Step 3, reconcile: ids per tier and bucket to per-hop missing, unexpected and duplicate records.
+
+Between two id tiers the comparison is exact (anti-joins over distinct ids); every missing,
+unexpected and duplicated id is written in full to a CSV file by the executors, never collected.
+Only per-bucket counts reach the driver, which builds `result.json` from them.
+
+    spark-submit spark_jobs/reconcile.py --config F --flow NAME --start T --end T --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+JDBC_SLICES = 4
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="reconcile", description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True, type=Path, help="flow config YAML")
+    p.add_argument("--flow", required=True, help="flow name in the config")
+    p.add_argument("--start", required=True, help="window start, ISO 8601")
+    p.add_argument("--end", required=True, help="window end, ISO 8601")
+    p.add_argument("--out", required=True, type=Path,
+                   help="run folder holding stage.json and replays/ from the earlier steps")
+    return p.parse_args(argv)
+
+
+# ------------------------------------------------------------------ pure transforms
+def bucket_of(col: Column, start: datetime, bucket_seconds: int) -> Column:
+    """The start of the bucket a time falls in; buckets are aligned on the window start."""
+    from pyspark.sql import functions as F
+
+    origin = F.lit(int(start.timestamp()))
+    secs = F.unix_timestamp(col)
+    return F.timestamp_seconds(origin + F.floor((secs - origin) / bucket_seconds)
+                               * bucket_seconds)
+
+
+def identifiable(df: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col("id").isNotNull() & F.col("event_time").isNotNull()
+
+
+def window_records(df: DataFrame, start: datetime, end: datetime,
+                   bucket_seconds: int) -> DataFrame:
+    """The tier's identifiable records whose event time is in [start, end), with their bucket."""
+    from pyspark.sql import functions as F
+
+    return (df.where(identifiable(df) & (F.col("event_time") >= F.lit(start))
+                     & (F.col("event_time") < F.lit(end)))
+            .withColumn("bucket", bucket_of(F.col("event_time"), start, bucket_seconds)))
+
+
+def id_counts(records: DataFrame) -> DataFrame:
+    """(id, n, bucket): how many times each id is present, in the bucket of its first event."""
+    from pyspark.sql import functions as F
+
+    return records.groupBy("id").agg(F.count(F.lit(1)).alias("n"),
+                                     F.min("bucket").alias("bucket"))
+
+
+def missing(up: DataFrame, down: DataFrame) -> DataFrame:
+    """Ids the upstream tier has and the downstream tier lacks (a left anti-join)."""
+    return up.select("id", "bucket").join(down.select("id"), "id", "left_anti")
+
+
+def unexpected(down: DataFrame, upstream_ids: DataFrame) -> DataFrame:
+    """Ids downstream that no upstream tier has: someone else wrote them."""
+    return down.select("id", "bucket").join(upstream_ids.select("id"), "id", "left_anti")
+
+
+def duplicated(up: DataFrame, down: DataFrame) -> DataFrame:
+    """(id, bucket, extra): copies downstream beyond what upstream already had.
+
+    A duplicate belongs to the tier where it first appears: an id twice in the topic and twice in
+    the sink is the topic's duplicate, not the sink's.
+    """
+    from pyspark.sql import functions as F
+
+    joined = down.alias("d").join(up.select("id", F.col("n").alias("up_n")), "id", "left")
+    base = F.greatest(F.coalesce(F.col("up_n"), F.lit(1)), F.lit(1))
+    return (joined.where(F.col("n") > base)
+            .select("id", "bucket", (F.col("n") - base).alias("extra")))
+
+
+def late(topic: DataFrame, end: datetime) -> DataFrame:
+    """Window records that reached the topic after the window closed, inside grace."""
+    from pyspark.sql import functions as F
+
+    return topic.where(F.col("kafka_ts") >= F.lit(end)).select("id", "bucket")
+
+
+def unidentifiable(df: DataFrame, start: datetime, bucket_seconds: int,
+                   time_col: str) -> DataFrame:
+    """Records whose id or event time cannot be read, bucketed by the time that is known."""
+    from pyspark.sql import functions as F
+
+    return df.where(~identifiable(df)).withColumn(
+        "bucket", bucket_of(F.col(time_col), start, bucket_seconds))
+
+
+def per_bucket(df: DataFrame, value: str | None = None) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    agg = F.sum(value) if value else F.count(F.lit(1))
+    return df.groupBy("bucket").agg(agg.alias("n"))
+
+
+# ------------------------------------------------------------------ I/O
+def read_sql_tier(spark: SparkSession, tier: Any, window: Any) -> DataFrame:
+    """The tier's id query, read by Spark over JDBC in parallel time slices."""
+    from pyspark.sql import functions as F
+
+    from kafka_recon.jdbc import bind_window, jdbc_source, slice_predicates
+    from kafka_recon.stage import sqlalchemy_url
+
+    src = jdbc_source(sqlalchemy_url(tier.conn))
+    start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
+    table = f"({bind_window(tier.ids, start, end)}) kafka_recon_q"
+    df = spark.read.jdbc(src.url, table, predicates=slice_predicates(window, JDBC_SLICES),
+                         properties=src.properties)
+    return df.select(F.col("id").cast("string").alias("id"),
+                     F.col("event_time").cast("timestamp").alias("event_time"))
+
+
+def write_ids(df: DataFrame, target: Path, columns: list[str]) -> str:
+    """Every row, sorted, one CSV with a header, written by an executor (not the driver)."""
+    tmp = target.with_name(target.name + ".parts")
+    shutil.rmtree(tmp, ignore_errors=True)
+    df.select(*columns).orderBy(*columns).coalesce(1).write.mode("overwrite") \
+        .option("header", True).csv(str(tmp))
+    parts = sorted(tmp.glob("part-*.csv"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if parts and parts[0].stat().st_size > 0:
+        parts[0].replace(target)
+    else:  # an empty result: Spark may write no file at all
+        target.write_text(",".join(columns) + "\n")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)
+
+
+def _buckets(df: DataFrame, value: str | None = None) -> dict[str, int]:
+    return {r["bucket"].strftime("%Y-%m-%dT%H:%M:%SZ"): int(r["n"] or 0)
+            for r in per_bucket(df, value).collect()}
+
+
+def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from kafka_recon.config import KafkaTier, SqlTier, load_flow
+    from kafka_recon.reconcile import build_result
+    from kafka_recon.window import Window
+
+    flow = load_flow(args.config, args.flow)
+    window = Window.parse(args.start, args.end, flow.grace)
+    out: Path = args.out
+    bucket_s = int(flow.bucket.total_seconds())
+    replays = json.loads((out / "replays.json").read_text())
+    staged = {t["name"]: t for t in json.loads((out / "stage.json").read_text())}
+    for sub in ("missing", "unexpected", "duplicate", "late", "unidentifiable"):
+        shutil.rmtree(out / sub, ignore_errors=True)  # a re-run replaces every id file
+
+    tiers: list[dict[str, Any]] = []
+    counts: dict[str, DataFrame | None] = {}
+    for tier in flow.tiers:
+        info: dict[str, Any] = {"name": tier.name, "type": tier.type}
+        if isinstance(tier, KafkaTier) or (isinstance(tier, SqlTier) and tier.ids):
+            if isinstance(tier, KafkaTier):
+                raw = spark.read.parquet(replays["replays"][0]["path"])
+                time_col = "kafka_ts"
+            else:
+                raw = read_sql_tier(spark, tier, window)
+                time_col = "event_time"
+            raw = raw.cache()
+            recs = window_records(raw, window.start, window.end, bucket_s).cache()
+            ids = id_counts(recs).cache()
+            bad = unidentifiable(raw, window.start, bucket_s, time_col)
+            row = recs.agg(F.count(F.lit(1)).alias("count"),
+                           F.count_distinct("id").alias("distinct")).first()
+            assert row is not None
+            info.update(count=int(row["count"]), distinct=int(row["distinct"]),
+                        buckets=_buckets(recs), exact=True)
+            n_bad = bad.count()
+            info["unidentifiable"] = n_bad
+            if n_bad:
+                cols = ["partition", "offset"] if time_col == "kafka_ts" else ["id", "event_time"]
+                info["unidentifiable_file"] = write_ids(
+                    bad.fillna("", subset=["id"]) if time_col != "kafka_ts" else bad,
+                    out / "unidentifiable" / f"{tier.name}.csv", cols)
+                info["unidentifiable_buckets"] = _buckets(bad.where(F.col("bucket").isNotNull()))
+            if isinstance(tier, KafkaTier):
+                lt = late(recs, window.end)
+                info["late"] = lt.count()
+                if info["late"]:
+                    info["late_file"] = write_ids(lt, out / "late" / f"{tier.name}.csv", ["id"])
+                    info["late_buckets"] = _buckets(lt)
+            counts[tier.name] = ids
+        else:
+            st = staged[tier.name]
+            info.update(count=st["count"], distinct=None, buckets=st.get("buckets", {}),
+                        exact=False)
+            counts[tier.name] = None
+        tiers.append(info)
+
+    hops: list[dict[str, Any]] = []
+    for i, (a, b) in enumerate(zip(flow.tiers, flow.tiers[1:], strict=False)):
+        up, down = counts[a.name], counts[b.name]
+        ta, tb = tiers[i], tiers[i + 1]
+        hop: dict[str, Any] = {"from": a.name, "to": b.name, "side": flow.side_of(a.name)}
+        if up is not None and down is not None:
+            upstream_ids = None
+            for t in flow.tiers[: i + 1]:
+                c = counts[t.name]
+                if c is not None:
+                    upstream_ids = c.select("id") if upstream_ids is None \
+                        else upstream_ids.unionByName(c.select("id"))
+            assert upstream_ids is not None
+            stem = f"{a.name}__{b.name}.csv"
+            miss, unexp = missing(up, down), unexpected(down, upstream_ids.distinct())
+            dup = duplicated(up, down)
+            hop.update(
+                exact=True, expected=ta["distinct"], observed=tb["distinct"],
+                missing_ids=write_ids(miss, out / "missing" / stem, ["id"]),
+                unexpected_ids=write_ids(unexp, out / "unexpected" / stem, ["id"]),
+                duplicate_ids=write_ids(dup, out / "duplicate" / stem, ["id", "extra"]),
+                buckets={"missing": _buckets(miss), "unexpected": _buckets(unexp),
+                         "duplicate": _buckets(dup, "extra"),
+                         "expected": _buckets(up), "observed": _buckets(down)},
+            )
+            hop["missing"] = sum(hop["buckets"]["missing"].values())
+            hop["unexpected"] = sum(hop["buckets"]["unexpected"].values())
+            hop["duplicate"] = sum(hop["buckets"]["duplicate"].values())
+        else:
+            # a count-only end: compare record counts per bucket
+            keys = sorted(set(ta["buckets"]) | set(tb["buckets"]))
+            e = {k: ta["buckets"].get(k, 0) for k in keys}
+            o = {k: tb["buckets"].get(k, 0) for k in keys}
+            hop.update(exact=False, expected=ta["count"], observed=tb["count"],
+                       missing_ids=None, unexpected_ids=None, duplicate_ids=None,
+                       buckets={"missing": {k: max(0, e[k] - o[k]) for k in keys},
+                                "unexpected": {k: max(0, o[k] - e[k]) for k in keys},
+                                "duplicate": {}, "expected": e, "observed": o})
+            hop["missing"] = sum(hop["buckets"]["missing"].values())
+            hop["unexpected"] = sum(hop["buckets"]["unexpected"].values())
+            hop["duplicate"] = 0
+        hops.append(hop)
+
+    aggregates = {"tiers": tiers, "hops": hops}
+    (out / "reconcile.json").write_text(json.dumps(aggregates, indent=2))
+    result = build_result(flow, window, aggregates, replays,
+                          stage_reasons=[r for t in staged.values() for r in t.get("reasons", [])],
+                          out=str(out))
+    tmp = out / "result.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(out / "result.json")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kafka_recon.sparkutil import session
+
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    spark = session(f"kafka-recon reconcile {args.flow}")
+    try:
+        result = run(spark, args)
+    finally:
+        spark.stop()
+    print(json.dumps({"status": result["status"],
+                      "findings": [(f["kind"], f["hop"], f["count"]) for f in result["findings"]]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
