@@ -46,22 +46,13 @@ def _read_json(path: Path, step: str) -> Any:
 
 
 def stage(flow: Flow, window: Window, out: Path) -> list[dict[str, Any]]:
-    """Step 1: count every SQL tier for the window."""
-    from kafka_recon.stage import count_sql_tier
+    """Step 1: check and count every upstream source that is not the topic."""
+    from kafka_recon.stage import stage_sql_tier
 
-    counts = [count_sql_tier(t, window) for t in flow.tiers if isinstance(t, SqlTier)]
-    _write_json(out / "stage.json", counts)
-    return counts
-
-
-def reconcile(flow: Flow, window: Window, out: Path) -> dict[str, Any]:
-    """Step 3: staged counts and replays to result.json."""
-    from kafka_recon.reconcile import reconcile_counts
-
-    result = reconcile_counts(flow, window, _read_json(out / "stage.json", "stage"),
-                              _read_json(out / "replays.json", "replay"))
-    _write_json(out / "result.json", result)
-    return result
+    staged = [stage_sql_tier(t, window, flow.bucket) for t in flow.tiers
+              if isinstance(t, SqlTier)]
+    _write_json(out / "stage.json", staged)
+    return staged
 
 
 def validate(flow: Flow, out: Path) -> dict[str, Any]:

@@ -1,71 +1,129 @@
-"""Step 3, reconcile: tier counts and replays to hops, findings and a status (DESIGN.md, Result).
+"""Findings, reasons and status from the reconcile job's aggregates (DESIGN.md, "Result").
 
-This is the count-level reconciliation of the walking skeleton; it is a pure function of its
-inputs, so the same answer comes from Airflow, the command line and the tests.
+The Spark job computes per-hop, per-bucket numbers and writes the id files; this module turns
+those numbers into the result document. It is pure: the same inputs give the same answer under
+Airflow, from the command line and in the tests.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from typing import Any
 
 from kafka_recon.config import Flow
+from kafka_recon.topic import NO_COMMIT
 from kafka_recon.window import Window
 
-
-def _replays_consistent(replays: list[dict[str, Any]]) -> bool:
-    keys = {(r["count"], r["distinct"], r["fingerprint"]) for r in replays}
-    return len(keys) <= 1
+_MEASURES = ("expected", "observed", "missing", "unexpected", "duplicate")
 
 
-def reconcile_counts(flow: Flow, window: Window, tiers: list[dict[str, Any]],
-                     topic: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
-    """Build the result document.
+def _rel(path: str | None, out: str | None) -> str | None:
+    if path is None or out is None:
+        return path
+    return os.path.relpath(path, out)
 
-    `tiers` holds {"name", "count", "distinct"} for every non-topic tier, `topic` is what the
-    replay job wrote (its first replay stands for the topic; all replays must agree).
-    """
-    replays = topic["replays"]
-    by_name = {t["name"]: t for t in tiers}
-    first = replays[0]
-    by_name[topic["tier"]] = {"name": topic["tier"], "count": first["count"],
-                              "distinct": first["distinct"],
-                              "unidentifiable": first.get("unidentifiable", 0),
-                              "estimate": topic.get("estimate")}
-    ordered = [by_name[t.name] for t in flow.tiers]
 
-    hops, findings, reasons = [], [], []
-    for up, down in zip(ordered, ordered[1:], strict=False):
-        side = flow.side_of(up["name"])
-        dup_up = up["count"] - up["distinct"]
-        dup_down = down["count"] - down["distinct"]
-        hop = {
-            "from": up["name"], "to": down["name"], "side": side,
-            "expected": up["distinct"], "observed": down["distinct"],
-            "missing": max(0, up["distinct"] - down["distinct"]),
-            "unexpected": max(0, down["distinct"] - up["distinct"]),
-            # a duplicate belongs to the tier where it first appears
-            "duplicate": max(0, dup_down - dup_up),
-            "missing_ids": None,
-        }
+def _bucket_rows(buckets: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    keys = sorted({k for m in _MEASURES for k in buckets.get(m, {})})
+    return [{"bucket": k, **{m: buckets.get(m, {}).get(k, 0) for m in _MEASURES}} for k in keys]
+
+
+def _nonzero(buckets: dict[str, int]) -> list[str]:
+    return sorted(k for k, v in buckets.items() if v)
+
+
+def replays_consistent(replays: list[dict[str, Any]]) -> bool:
+    return len({(r["count"], r["distinct"], r["fingerprint"]) for r in replays}) <= 1
+
+
+def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
+                      ) -> tuple[list[str], list[dict[str, Any]]]:
+    """Reasons the topic's window is incomplete, and consume-side losses to retention."""
+    reasons: list[str] = []
+    findings: list[dict[str, Any]] = []
+    start_ms = Window.millis(window.start)
+    tier = flow.topic_tier
+    cut = [o["partition"] for o in topic.get("offsets", [])
+           if o["log_start"] > 0 and (o.get("first_timestamp") is None
+                                      or o["first_timestamp"] >= start_ms)]
+    if cut:
+        reasons.append(f"retention already deleted the start of the window from topic "
+                       f"'{tier.topic}' (partitions {cut}): deleted records cannot be counted")
+    log_start = {o["partition"]: o["log_start"] for o in topic.get("offsets", [])}
+    names = [t.name for t in flow.tiers]
+    after = names[names.index(tier.name) + 1] if names[-1] != tier.name else tier.name
+    for group, offsets in sorted(topic.get("committed", {}).items()):
+        lost = sum(log_start.get(int(p), 0) - off for p, off in offsets.items()
+                   if off != NO_COMMIT and off < log_start.get(int(p), 0))
+        if lost:
+            findings.append({"kind": "loss", "side": "consume", "hop": f"{tier.name}->{after}",
+                             "count": lost, "ids": None, "cause": "retention", "group": group,
+                             "buckets": [], "within_tolerance": False})
+            reasons.append(f"consumer group '{group}' had not consumed {lost} offsets of topic "
+                           f"'{tier.topic}' that retention deleted: they are lost to it")
+    return reasons, findings
+
+
+def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: dict[str, Any],
+                 stage_reasons: list[str] | None = None, now: datetime | None = None,
+                 out: str | None = None) -> dict[str, Any]:
+    replays = [{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
+                                  "fingerprint") if k in r} for r in topic["replays"]]
+    names = [t.name for t in flow.tiers]
+    topic_at = names.index(flow.topic_tier.name)
+    tiers, hops, findings = [], [], []
+    reasons = list(stage_reasons or [])
+
+    for t in aggregates["tiers"]:
+        tier = {k: t.get(k) for k in ("name", "count", "distinct", "unidentifiable")}
+        if t["name"] == flow.topic_tier.name:
+            tier["estimate"] = topic.get("estimate")
+            tier["late"] = t.get("late", 0)
+        tiers.append(tier)
+        side = "write" if names.index(t["name"]) <= topic_at else "consume"
+        if t.get("unidentifiable"):
+            findings.append({"kind": "unidentifiable", "side": side, "hop": t["name"],
+                             "count": t["unidentifiable"],
+                             "ids": _rel(t.get("unidentifiable_file"), out),
+                             "buckets": _nonzero(t.get("unidentifiable_buckets", {})),
+                             "within_tolerance": False})
+        if t.get("late"):
+            prev = names[names.index(t["name"]) - 1] if names.index(t["name"]) else t["name"]
+            findings.append({"kind": "late", "side": "write", "hop": f"{prev}->{t['name']}",
+                             "count": t["late"], "ids": _rel(t.get("late_file"), out),
+                             "buckets": _nonzero(t.get("late_buckets", {})),
+                             # late is not loss: reported, never a failure
+                             "within_tolerance": True})
+
+    for h in aggregates["hops"]:
+        hop = {"from": h["from"], "to": h["to"], "side": h["side"], "exact": h["exact"],
+               **{m: h[m] for m in _MEASURES},
+               "missing_ids": _rel(h.get("missing_ids"), out),
+               "unexpected_ids": _rel(h.get("unexpected_ids"), out),
+               "duplicate_ids": _rel(h.get("duplicate_ids"), out),
+               "buckets": _bucket_rows(h["buckets"])}
         hops.append(hop)
-        name = f"{up['name']}->{down['name']}"
+        name = f"{h['from']}->{h['to']}"
         for kind, key, tol in (("loss", "missing", flow.tolerance.loss),
                                ("duplicate", "duplicate", flow.tolerance.duplicate),
                                ("unexpected", "unexpected", 0)):
-            if hop[key] > 0:
-                findings.append({"kind": kind, "side": side, "hop": name, "count": hop[key],
-                                 "ids": None, "within_tolerance": hop[key] <= tol})
+            if h[key] > 0:
+                findings.append({"kind": kind, "side": h["side"], "hop": name, "count": h[key],
+                                 "ids": hop[f"{key}_ids"],
+                                 "buckets": _nonzero(h["buckets"].get(key, {})),
+                                 "within_tolerance": h[key] <= tol})
 
-    unidentifiable = by_name[topic["tier"]]["unidentifiable"]
-    if unidentifiable:
-        findings.append({"kind": "unidentifiable", "side": "write", "hop": topic["tier"],
-                         "count": unidentifiable, "ids": None, "within_tolerance": False})
-    consistent = _replays_consistent(replays)
+    more_reasons, retention_findings = retention_reasons(flow, window, topic)
+    reasons += more_reasons
+    findings += retention_findings
+    consistent = replays_consistent(topic["replays"])
     if not consistent:
-        findings.append({"kind": "replay_unstable", "side": "write", "hop": topic["tier"],
-                         "count": len(replays), "ids": None, "within_tolerance": False})
-        reasons.append("replays of the same window disagree: the topic changed while it was read")
+        findings.append({"kind": "replay_unstable", "side": "write", "hop": flow.topic_tier.name,
+                         "count": len(replays), "ids": None, "buckets": [],
+                         "within_tolerance": False})
+        reasons.append("replays of the same window disagree: the topic changed while it was "
+                       "read (retention, truncation after an unclean election)")
     if not window.is_closed(now or datetime.now(UTC)):
         reasons.append(f"the window plus grace closes at {window.closes_at.isoformat()}: "
                        "records may still arrive")
@@ -80,7 +138,7 @@ def reconcile_counts(flow: Flow, window: Window, tiers: list[dict[str, Any]],
         "flow": flow.name,
         "window": window.as_json(),
         "status": status,
-        "tiers": ordered,
+        "tiers": tiers,
         "hops": hops,
         "replays": replays,
         "replays_consistent": consistent,
@@ -101,5 +159,5 @@ def verdict(result: dict[str, Any]) -> str:
 
 def _kind_words(kind: str) -> str:
     return {"loss": "lost", "duplicate": "duplicated", "unexpected": "unexpected",
-            "unidentifiable": "unidentifiable", "replay_unstable": "in unstable replays"
-            }.get(kind, kind)
+            "unidentifiable": "unidentifiable", "replay_unstable": "in unstable replays",
+            "late": "late (inside grace)"}.get(kind, kind)

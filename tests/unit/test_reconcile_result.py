@@ -1,0 +1,129 @@
+"""build_result: findings, reasons and status from the reconcile job's aggregates."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from kafka_recon.config import load_flow
+from kafka_recon.pipeline import DEFAULT_CONFIG
+from kafka_recon.reconcile import build_result, verdict
+from kafka_recon.topic import NO_COMMIT
+from kafka_recon.window import Window
+
+pytestmark = pytest.mark.unit
+
+FLOW = load_flow(DEFAULT_CONFIG, "demo_orders")
+WINDOW = Window.parse("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z", FLOW.grace)
+LATER = datetime(2026, 11, 22, tzinfo=UTC)
+B = "2026-11-20T14:00:00Z"
+
+
+def tier(name: str, n: int, **kw: Any) -> dict[str, Any]:
+    return {"name": name, "count": n, "distinct": n, "unidentifiable": 0, **kw}
+
+
+def hop(a: str, b: str, side: str, exp: int, obs: int, miss: int = 0, unexp: int = 0,
+        dup: int = 0) -> dict[str, Any]:
+    return {"from": a, "to": b, "side": side, "exact": True, "expected": exp, "observed": obs,
+            "missing": miss, "unexpected": unexp, "duplicate": dup,
+            "missing_ids": f"/run/missing/{a}__{b}.csv", "unexpected_ids": None,
+            "duplicate_ids": None,
+            "buckets": {"missing": {B: miss}, "unexpected": {B: unexp}, "duplicate": {B: dup},
+                        "expected": {B: exp}, "observed": {B: obs}}}
+
+
+def topic(*counts: int, offsets: list[dict[str, Any]] | None = None,
+          committed: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
+    return {"tier": "orders_topic", "estimate": counts[0], "offsets": offsets or [],
+            "committed": committed or {},
+            "replays": [{"group": f"g{i}", "read": c, "count": c, "distinct": c,
+                         "unidentifiable": 0, "fingerprint": str(c)}
+                        for i, c in enumerate(counts)]}
+
+
+def result(hops: list[dict[str, Any]], t: dict[str, Any], tiers: list[dict[str, Any]] | None = None,
+           now: datetime = LATER) -> dict[str, Any]:
+    tiers = tiers or [tier("orders_db", 100), tier("orders_topic", 100), tier("warehouse", 100)]
+    return build_result(FLOW, WINDOW, {"tiers": tiers, "hops": hops}, t, now=now, out="/run")
+
+
+CLEAN = [hop("orders_db", "orders_topic", "write", 100, 100),
+         hop("orders_topic", "warehouse", "consume", 100, 100)]
+
+
+def test_clean_run_is_ok_with_no_finding() -> None:
+    r = result(CLEAN, topic(100, 100))
+    assert (r["status"], r["findings"], r["reasons"]) == ("ok", [], [])
+    assert "every record accounted for" in verdict(r)
+
+
+def test_loss_names_side_hop_bucket_and_relative_id_file() -> None:
+    r = result([CLEAN[0], hop("orders_topic", "warehouse", "consume", 100, 88, miss=12)],
+               topic(100))
+    assert r["status"] == "findings"
+    (f,) = r["findings"]
+    assert (f["kind"], f["side"], f["hop"], f["count"]) == (
+        "loss", "consume", "orders_topic->warehouse", 12)
+    assert f["ids"] == "missing/orders_topic__warehouse.csv" and f["buckets"] == [B]
+
+
+def test_loss_within_tolerance_is_reported_but_the_run_is_ok() -> None:
+    flow = FLOW.model_copy(update={"tolerance": FLOW.tolerance.model_copy(update={"loss": 20})})
+    r = build_result(flow, WINDOW, {"tiers": [], "hops": [
+        hop("orders_topic", "warehouse", "consume", 100, 88, miss=12)]}, topic(100), now=LATER)
+    assert r["status"] == "ok" and r["findings"][0]["within_tolerance"] is True
+
+
+def test_late_records_are_a_finding_but_not_a_failure() -> None:
+    tiers = [tier("orders_db", 100), tier("orders_topic", 100, late=3,
+                                           late_file="/run/late/orders_topic.csv"),
+             tier("warehouse", 100)]
+    r = result(CLEAN, topic(100), tiers)
+    assert r["status"] == "ok"
+    assert [(f["kind"], f["hop"], f["count"], f["ids"]) for f in r["findings"]] == [
+        ("late", "orders_db->orders_topic", 3, "late/orders_topic.csv")]
+
+
+def test_unidentifiable_records_are_counted_never_dropped() -> None:
+    tiers = [tier("orders_db", 100), tier("orders_topic", 100, unidentifiable=2),
+             tier("warehouse", 100)]
+    r = result(CLEAN, topic(100), tiers)
+    assert r["status"] == "findings"
+    assert [(f["kind"], f["side"], f["count"]) for f in r["findings"]] == [
+        ("unidentifiable", "write", 2)]
+
+
+def test_disagreeing_replays_make_the_run_inconclusive() -> None:
+    r = result(CLEAN, topic(100, 97))
+    assert r["status"] == "inconclusive" and not r["replays_consistent"]
+    assert any(f["kind"] == "replay_unstable" for f in r["findings"])
+
+
+def test_open_window_is_inconclusive_never_ok() -> None:
+    r = result(CLEAN, topic(100), now=datetime(2026, 11, 21, 0, 5, tzinfo=UTC))
+    assert r["status"] == "inconclusive" and "records may still arrive" in r["reasons"][0]
+
+
+def test_retention_past_the_window_start_is_inconclusive() -> None:
+    start_ms = Window.millis(WINDOW.start)
+    offsets = [{"partition": 0, "start": 50, "end": 150, "log_start": 50, "high_watermark": 150,
+                "first_timestamp": start_ms + 1000},
+               {"partition": 1, "start": 10, "end": 90, "log_start": 5, "high_watermark": 90,
+                "first_timestamp": start_ms - 1000}]
+    r = result(CLEAN, topic(100, offsets=offsets))
+    assert r["status"] == "inconclusive"
+    assert "partitions [0]" in r["reasons"][0]
+
+
+def test_group_behind_log_start_is_consume_side_loss_to_retention() -> None:
+    offsets = [{"partition": 0, "start": 0, "end": 100, "log_start": 40, "high_watermark": 100,
+                "first_timestamp": 0}]
+    committed = {"orders-loader": {"0": 25}, "never-committed": {"0": NO_COMMIT}}
+    r = result(CLEAN, topic(100, offsets=offsets, committed=committed))
+    assert r["status"] == "inconclusive"
+    (f,) = [f for f in r["findings"] if f.get("cause") == "retention"]
+    assert (f["side"], f["hop"], f["count"], f["group"]) == (
+        "consume", "orders_topic->warehouse", 15, "orders-loader")

@@ -1,0 +1,144 @@
+"""The reconcile and replay transforms on a local SparkSession with explicit schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+pyspark = pytest.importorskip("pyspark")
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.types import (  # noqa: E402
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spark_jobs import reconcile as R  # noqa: E402
+from spark_jobs import replay as P  # noqa: E402
+
+START = datetime(2026, 11, 20, tzinfo=UTC)
+END = START + timedelta(days=1)
+HOUR = 3600
+
+TOPIC = StructType([StructField("id", StringType()), StructField("event_time", TimestampType()),
+                    StructField("partition", IntegerType()), StructField("offset", LongType()),
+                    StructField("kafka_ts", TimestampType())])
+TABLE = StructType([StructField("id", StringType()), StructField("event_time", TimestampType())])
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    from kafka_recon.sparkutil import session
+
+    s = session("kafka-recon unit", master="local[1]")
+    yield s
+    s.stop()
+
+
+def at(minutes: float) -> datetime:
+    return START + timedelta(minutes=minutes)
+
+
+def table(spark: SparkSession, rows: list[tuple[str | None, datetime | None]]) -> DataFrame:
+    return spark.createDataFrame(rows, TABLE)
+
+
+def counts(spark: SparkSession, rows: list[tuple[str | None, datetime | None]]) -> DataFrame:
+    return R.id_counts(R.window_records(table(spark, rows), START, END, HOUR))
+
+
+def ids(df: DataFrame, *cols: str) -> list[tuple]:
+    return sorted(tuple(r[c] for c in (cols or ("id",))) for r in df.collect())
+
+
+def test_missing_is_an_exact_anti_join(spark: SparkSession) -> None:
+    up = counts(spark, [(str(i), at(i)) for i in range(10)])
+    down = counts(spark, [(str(i), at(i)) for i in range(10) if i not in (3, 7)])
+    assert ids(R.missing(up, down)) == [("3",), ("7",)]
+    assert ids(R.missing(down, up)) == []
+
+
+def test_unexpected_is_downstream_with_no_upstream_in_any_tier(spark: SparkSession) -> None:
+    db = counts(spark, [("1", at(1)), ("2", at(2))])
+    topic = counts(spark, [("1", at(1))])
+    sink = counts(spark, [("1", at(1)), ("2", at(2)), ("x", at(3))])
+    upstream = db.select("id").unionByName(topic.select("id")).distinct()
+    # 2 skipped the topic but came from the db: not unexpected; x came from nowhere
+    assert ids(R.unexpected(sink, upstream)) == [("x",)]
+
+
+def test_duplicate_belongs_to_the_tier_where_it_first_appears(spark: SparkSession) -> None:
+    db = counts(spark, [("1", at(1)), ("2", at(2)), ("3", at(3))])
+    topic = counts(spark, [("1", at(1)), ("1", at(1)), ("2", at(2)), ("3", at(3))])
+    sink = counts(spark, [("1", at(1)), ("1", at(1)), ("2", at(2)), ("3", at(3)),
+                          ("3", at(3)), ("3", at(3))])
+    assert ids(R.duplicated(db, topic), "id", "extra") == [("1", 1)]
+    # 1 is twice in topic and sink alike: the topic's duplicate, not the sink's
+    assert ids(R.duplicated(topic, sink), "id", "extra") == [("3", 2)]
+
+
+def test_bucket_edges_belong_to_the_later_bucket(spark: SparkSession) -> None:
+    df = R.window_records(table(spark, [("a", at(59.99)), ("b", at(60)), ("c", at(119.99))]),
+                          START, END, HOUR)
+    got = {r["id"]: r["bucket"] for r in df.collect()}
+    assert got["a"] == START.replace(tzinfo=None)
+    assert got["b"] == got["c"] == (START + timedelta(hours=1)).replace(tzinfo=None)
+
+
+def test_window_is_half_open(spark: SparkSession) -> None:
+    df = R.window_records(table(spark, [("first", START), ("last", END - timedelta(seconds=1)),
+                                        ("end", END), ("before", START - timedelta(seconds=1))]),
+                          START, END, HOUR)
+    assert ids(df) == [("first",), ("last",)]
+
+
+def test_late_is_a_window_record_that_arrived_after_the_end(spark: SparkSession) -> None:
+    rows = [("on-time", at(10), 0, 1, at(11)),
+            ("late", END - timedelta(minutes=1), 0, 2, END + timedelta(minutes=3)),
+            ("next-window", END + timedelta(minutes=1), 0, 3, END + timedelta(minutes=1))]
+    recs = R.window_records(spark.createDataFrame(rows, TOPIC), START, END, HOUR)
+    assert ids(R.late(recs, END)) == [("late",)]
+
+
+def test_unidentifiable_records_are_kept_with_partition_and_offset(spark: SparkSession) -> None:
+    rows = [("1", at(1), 0, 10, at(1)), (None, at(2), 1, 11, at(2)),
+            ("3", None, 2, 12, at(3))]
+    bad = R.unidentifiable(spark.createDataFrame(rows, TOPIC), START, HOUR, "kafka_ts")
+    assert ids(bad, "partition", "offset") == [(1, 11), (2, 12)]
+
+
+def test_extract_records_reads_json_paths_and_keeps_unreadable_values(
+        spark: SparkSession) -> None:
+    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                         StructField("partition", IntegerType()),
+                         StructField("offset", LongType()),
+                         StructField("timestamp", TimestampType())])
+    raw = spark.createDataFrame([
+        (b"k1", b'{"o": {"id": 7}, "t": "2026-11-20T05:00:00Z"}', 0, 1, at(300)),
+        (b"k2", b"<not json>", 0, 2, at(301)),
+        (b"k3", b'{"t": "2026-11-20T06:00:00Z"}', 0, 3, at(302)),
+    ], schema)
+    recs = P.extract_records(raw, "$.o.id", "$.t").collect()
+    assert [(r["id"], r["event_time"]) for r in recs] == [
+        ("7", datetime(2026, 11, 20, 5)), (None, None), (None, datetime(2026, 11, 20, 6))]
+    by_key = P.extract_records(raw, "key", "kafka_timestamp").collect()
+    assert [r["id"] for r in by_key] == ["k1", "k2", "k3"]
+
+
+def test_fingerprint_ignores_order_and_sees_a_changed_id(spark: SparkSession) -> None:
+    def fp(rows: list[tuple[str, datetime, int, int, datetime]]) -> str:
+        row = P.summarize(spark.createDataFrame(rows, TOPIC), START, END).first()
+        assert row is not None
+        return str(row["fingerprint"])
+
+    a = [("1", at(1), 0, 1, at(1)), ("2", at(2), 0, 2, at(2))]
+    assert fp(a) == fp(list(reversed(a)))
+    assert fp(a) != fp([("1", at(1), 0, 1, at(1)), ("3", at(2), 0, 2, at(2))])
