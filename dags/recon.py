@@ -18,6 +18,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 from kafka_recon.config import Flow, load_flows
 from kafka_recon.paths import REPO_ROOT
 from kafka_recon.pipeline import config_path
+from kafka_recon.sparkutil import SMALL_DATA_CONF, UTC_CONF
 
 WINDOW = {"start": "{{ data_interval_start.isoformat() }}",
           "end": "{{ data_interval_end.isoformat() }}"}
@@ -61,27 +62,22 @@ def build_dag(flow: Flow) -> DAG:
             pipeline.stage(f, window, out)
             return str(out)
 
-        replay = SparkSubmitOperator(
-            task_id="replay",
-            conn_id="spark_default",
-            application=str(REPO_ROOT / "spark_jobs" / "replay.py"),
-            name=f"kafka-recon-replay-{flow.name}",
-            jars="{{ kafka_recon_spark_jars() }}",
-            conf={"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "8",
-                  "spark.ui.showConsoleProgress": "false"},
-            env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
-            application_args=["--config", config, "--flow", flow.name,
-                              "--start", WINDOW["start"], "--end", WINDOW["end"],
-                              "--out", "{{ ti.xcom_pull(task_ids='stage') }}"],
-        )
+        def spark_job(step: str) -> SparkSubmitOperator:
+            return SparkSubmitOperator(
+                task_id=step,
+                conn_id="spark_default",
+                application=str(REPO_ROOT / "spark_jobs" / f"{step}.py"),
+                name=f"kafka-recon-{step}-{flow.name}",
+                jars="{{ kafka_recon_spark_jars() }}",
+                conf={**UTC_CONF, **SMALL_DATA_CONF},
+                env_vars={"PYSPARK_PYTHON": sys.executable,
+                          "PYSPARK_DRIVER_PYTHON": sys.executable},
+                application_args=["--config", config, "--flow", flow.name,
+                                  "--start", WINDOW["start"], "--end", WINDOW["end"],
+                                  "--out", "{{ ti.xcom_pull(task_ids='stage') }}"],
+            )
 
-        @task
-        def reconcile(start: str, end: str) -> str:
-            from kafka_recon import pipeline
-            from kafka_recon.reconcile import verdict
-
-            f, window, out = pipeline.load(flow.name, start, end)
-            return verdict(pipeline.reconcile(f, window, out))
+        replay, reconciled = spark_job("replay"), spark_job("reconcile")
 
         @task
         def validate(start: str, end: str) -> bool:
@@ -123,7 +119,6 @@ def build_dag(flow: Flow) -> DAG:
             return line
 
         staged = stage(**WINDOW)
-        reconciled = reconcile(**WINDOW)
         validated = validate(**WINDOW)
         reported = report(**WINDOW)
         notified = notify(**WINDOW)

@@ -70,6 +70,18 @@ def make_data(workdir: Path, bootstrap: str, start: datetime, end: datetime, ord
     return truth(workdir)
 
 
+def lost_ids(run_dir: Path, result: dict[str, Any]) -> list[str]:
+    """Every id of the result's consume-side loss files."""
+    import csv
+
+    ids: list[str] = []
+    for f in result["findings"]:
+        if f["kind"] == "loss" and f["side"] == "consume" and f.get("ids"):
+            with (run_dir / f["ids"]).open() as fh:
+                ids += [row["id"] for row in csv.DictReader(fh)]
+    return ids
+
+
 @dataclass
 class DemoOutcome:
     run_dir: Path
@@ -139,13 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     lost = len(o.facts["lost_consume_side"])
     found = sum(f["count"] for f in o.result["findings"]
                 if f["kind"] == "loss" and f["side"] == "consume")
+    found_ids = sorted(int(i) for i in lost_ids(o.run_dir, o.result))
     print(f"report: {o.run_dir / 'report.html'}")
     print(f"mail:   {o.mails[-1] if o.mails else 'NONE RECEIVED'}")
     print(f"verdict: {verdict(o.result)}")
-    agree = found == lost and not o.facts["lost_write_side"] and bool(o.mails)
+    agree = (found == lost and found_ids == o.facts["lost_consume_side"]
+             and not o.facts["lost_write_side"] and bool(o.mails))
     print(f"check: the consumer's ledger says {lost} records were lost on the consume side; "
-          f"kafka-recon found {found}: {'MATCH' if agree else 'MISMATCH'} "
-          f"({time.monotonic() - t0:.0f}s)")
+          f"kafka-recon found {found}, id for id {'the same' if agree else 'NOT the same'}: "
+          f"{'MATCH' if agree else 'MISMATCH'} ({time.monotonic() - t0:.0f}s)")
     return 0 if agree else 1
 
 
