@@ -27,6 +27,7 @@ def _run(a: argparse.Namespace) -> int:
     from kafka_recon.paths import spark_jars
     from kafka_recon.reconcile import verdict
     from kafka_recon.sparkutil import session
+    from kafka_recon.topic import check_topic
     from kafka_recon.window import Window
     from spark_jobs import reconcile as reconcile_job
     from spark_jobs import replay as replay_job
@@ -40,6 +41,7 @@ def _run(a: argparse.Namespace) -> int:
     out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
     pipeline.stage(flow, window, out)
+    check_topic(flow.topic_tier.bootstrap, flow.topic_tier.topic)  # before Spark starts
     spark = session(f"kafka-recon {flow.name}", master=a.master, jars=spark_jars())
     spark.sparkContext.setLogLevel("WARN")
     try:

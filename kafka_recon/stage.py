@@ -29,13 +29,16 @@ def sqlalchemy_url(conn: str) -> str:
     so the same flow config works in Airflow tasks and from the command line.
     """
     if "://" in conn:
-        return conn
-    var = "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn).upper()
-    url = os.environ.get(var)
-    if not url:
-        raise SourceError(f"connection '{conn}': neither a URL nor set as {var}")
-    # Airflow spells PostgreSQL 'postgres://'; SQLAlchemy wants 'postgresql://'
-    return re.sub(r"^postgres://", "postgresql://", url)
+        url = conn
+    else:
+        var = "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn).upper()
+        found = os.environ.get(var)
+        if not found:
+            raise SourceError(f"connection '{conn}': neither a URL nor set as {var}")
+        url = found
+    # Airflow spells PostgreSQL 'postgres://'; SQLAlchemy 2.1 reads a bare 'postgresql://' as
+    # psycopg 3, while the driver we ship is psycopg2
+    return re.sub(r"^postgres(ql)?://", "postgresql+psycopg2://", url)
 
 
 def where(url: str) -> str:

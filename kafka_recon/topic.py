@@ -55,6 +55,15 @@ def partitions(consumer: Any, bootstrap: str, topic: str) -> list[int]:
     return sorted(tmd.partitions)
 
 
+def check_topic(bootstrap: str, topic: str) -> list[int]:
+    """The topic's partitions; TopicError naming the broker or topic when it cannot be read."""
+    consumer = _consumer(bootstrap)
+    try:
+        return partitions(consumer, bootstrap, topic)
+    finally:
+        consumer.close()
+
+
 def _first_timestamp(consumer: Any, topic: str, partition: int, offset: int) -> int | None:
     from confluent_kafka import TopicPartition
 

@@ -24,3 +24,15 @@ def artifacts_dir() -> Path:
     path = Path(__file__).resolve().parents[2] / "test-artifacts"
     path.mkdir(exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One in-process Spark (local[2]) with the Kafka connector and JDBC drivers as local jars."""
+    from kafka_recon.paths import spark_jars
+    from kafka_recon.sparkutil import session
+
+    s = session("kafka-recon integration", master="local[2]", jars=spark_jars())
+    s.sparkContext.setLogLevel("WARN")
+    yield s
+    s.stop()

@@ -1,0 +1,158 @@
+"""The engine on a real broker: each scenario's findings and exact id sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafka_recon.devenv.kafka import KafkaCluster
+from tests.integration.engine_harness import END, Scenario, at, findings
+
+pytestmark = pytest.mark.integration
+
+ROWS = {i: at(i * 7) for i in range(1, 121)}  # 120 records over the first 14 hours
+
+
+@pytest.fixture
+def scn(kafka: KafkaCluster, tmp_path: Path) -> Scenario:
+    return Scenario(tmp_path, kafka.bootstrap)
+
+
+def rows(skip: set[int] = frozenset()) -> list[tuple[int, Any]]:  # type: ignore[assignment]
+    return [(i, t) for i, t in ROWS.items() if i not in skip]
+
+
+def test_clean_run_has_no_finding(scn: Scenario, spark: Any) -> None:
+    scn.upstream(ROWS)
+    scn.produce(rows())
+    scn.sink(rows())
+    r = scn.reconcile(spark)
+    assert (r["status"], r["findings"], r["replays_consistent"]) == ("ok", [], True)
+    assert [t["count"] for t in r["tiers"]] == [120, 120, 120]
+
+
+def test_write_side_loss_is_located_before_the_topic(scn: Scenario, spark: Any) -> None:
+    lost = {5, 50, 99}
+    scn.upstream(ROWS)
+    scn.produce(rows(lost))
+    scn.sink(rows(lost))
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "write", "db->topic", 3)]
+    assert scn.ids(r["findings"][0]["ids"]) == lost
+
+
+def test_consume_side_loss_is_located_after_the_topic(scn: Scenario, spark: Any) -> None:
+    lost = {1, 2, 3, 4}
+    scn.upstream(ROWS)
+    scn.produce(rows())
+    scn.sink(rows(lost))
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", 4)]
+    assert scn.ids(r["findings"][0]["ids"]) == lost
+    assert r["findings"][0]["buckets"] == [at(0).strftime("%Y-%m-%dT%H:%M:%SZ")]
+
+
+def test_loss_on_both_sides_is_split_by_hop(scn: Scenario, spark: Any) -> None:
+    write, consume = {10, 11}, {60, 61, 62}
+    scn.upstream(ROWS)
+    scn.produce(rows(write))
+    scn.sink(rows(write | consume))
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", 3),
+                           ("loss", "write", "db->topic", 2)]
+    by_hop = {f["hop"]: scn.ids(f["ids"]) for f in r["findings"]}
+    assert by_hop == {"db->topic": write, "topic->sink": consume}
+
+
+def test_duplicates_in_the_topic_are_the_write_sides(scn: Scenario, spark: Any) -> None:
+    twice = [(i, ROWS[i]) for i in (7, 8, 9)]
+    scn.upstream(ROWS)
+    scn.produce(rows() + twice)      # producer retries without idempotence
+    scn.sink(rows() + twice)         # the consumer faithfully copies both
+    r = scn.reconcile(spark)
+    assert findings(r) == [("duplicate", "write", "db->topic", 3)]
+    assert scn.ids(r["findings"][0]["ids"]) == {7, 8, 9}
+
+
+def test_duplicates_only_in_the_sink_are_the_consume_sides(scn: Scenario, spark: Any) -> None:
+    scn.upstream(ROWS)
+    scn.produce(rows())
+    scn.sink(rows() + [(20, ROWS[20]), (21, ROWS[21])])  # reprocessed after a rebalance
+    r = scn.reconcile(spark)
+    assert findings(r) == [("duplicate", "consume", "topic->sink", 2)]
+    assert scn.ids(r["findings"][0]["ids"]) == {20, 21}
+
+
+def test_rows_nobody_produced_are_unexpected_in_the_sink(scn: Scenario, spark: Any) -> None:
+    scn.upstream(ROWS)
+    scn.produce(rows())
+    scn.sink(rows() + [(9001, at(30)), (9002, at(31))])  # written by someone else
+    r = scn.reconcile(spark)
+    assert findings(r) == [("unexpected", "consume", "topic->sink", 2)]
+    assert scn.ids(r["findings"][0]["ids"]) == {9001, 9002}
+
+
+def test_records_arriving_inside_grace_are_late_not_lost(scn: Scenario, spark: Any) -> None:
+    from datetime import timedelta
+
+    late = {i: END - timedelta(minutes=i) for i in (1001, 1002, 1003)}
+    too_late = {2001: END - timedelta(minutes=2)}
+    scn.upstream({**ROWS, **late, **too_late})
+    scn.produce(rows())
+    scn.produce(list(late.items()), arrival=END + timedelta(minutes=5))       # inside 10m grace
+    scn.produce(list(too_late.items()), arrival=END + timedelta(minutes=30))  # after grace
+    scn.sink(rows() + list(late.items()))
+    r = scn.reconcile(spark)
+    assert r["status"] == "findings"  # the one record past grace is lost; late ones are not
+    assert findings(r) == [("late", "write", "db->topic", 3), ("loss", "write", "db->topic", 1)]
+    by_kind = {f["kind"]: scn.ids(f["ids"]) for f in r["findings"]}
+    assert by_kind == {"late": set(late), "loss": set(too_late)}
+
+
+def test_retention_that_deleted_part_of_the_window_is_inconclusive(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1, groups=["loader"])
+    scn.upstream(ROWS)
+    scn.produce(rows(), partition=0)
+    scn.sink(rows())
+    # the production group had consumed only 10 records when the log start moved to 30;
+    # DeleteRecords advances the log start offset exactly as retention does
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "loader"})
+    c.commit(offsets=[TopicPartition(scn.topic, 0, 10)], asynchronous=False)
+    c.close()
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for fut in admin.delete_records([TopicPartition(scn.topic, 0, 30)]).values():
+        fut.result(30)
+    r = scn.reconcile(spark)
+    assert r["status"] == "inconclusive"
+    assert any("retention already deleted the start of the window" in x for x in r["reasons"])
+    retention = [f for f in r["findings"] if f.get("cause") == "retention"]
+    assert [(f["side"], f["count"], f["group"]) for f in retention] == [("consume", 20, "loader")]
+
+
+def test_aborted_transactions_read_committed_are_not_loss(scn: Scenario, spark: Any,
+                                                          kafka: KafkaCluster) -> None:
+    tx = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": scn.topic})
+    tx.init_transactions(30)
+    committed, aborted = rows()[:80], rows()[80:]
+    # Markers carry the broker's time (now), records their backdated CreateTime: kept in
+    # separate partitions so the window's end offset, found by time, lies after each marker.
+    tx.begin_transaction()
+    scn.produce(aborted, producer=tx, partition=0)
+    tx.flush(30)
+    tx.abort_transaction(30)
+    tx.begin_transaction()
+    scn.produce(committed[:40], producer=tx, partition=1)
+    scn.produce(committed[40:], producer=tx, partition=2)
+    tx.commit_transaction(30)
+    scn.upstream(dict(committed))     # the upstream only kept what committed
+    scn.sink(committed)
+    r = scn.reconcile(spark)
+    assert (r["status"], r["findings"]) == ("ok", [])
+    topic = r["tiers"][1]
+    assert topic["count"] == 80
+    assert topic["estimate"] > 80, "offsets count aborted records and markers: only an estimate"
