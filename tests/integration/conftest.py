@@ -36,3 +36,13 @@ def spark() -> Iterator[object]:
     s.sparkContext.setLogLevel("WARN")
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A private PostgreSQL server (Debian's package) on loopback."""
+    from kafka_recon.devenv.postgres import PostgresServer
+
+    server = PostgresServer(tmp_path_factory.mktemp("postgres")).start()
+    yield server
+    server.stop()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sqlite3
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -65,6 +64,8 @@ class Scenario:
     bootstrap: str
     partitions: int = 3
     groups: list[str] = field(default_factory=list)
+    up_url: str | None = None     # SQLAlchemy URLs; SQLite files in tmp when not given
+    down_url: str | None = None
 
     def __post_init__(self) -> None:
         self.topic = f"scn-{uuid.uuid4().hex[:10]}"
@@ -72,26 +73,41 @@ class Scenario:
         for fut in admin.create_topics([NewTopic(self.topic, self.partitions, 1)]).values():
             fut.result(30)
         self.up, self.down = self.tmp / "up.db", self.tmp / "down.db"
-        with sqlite3.connect(self.up) as c:
-            c.execute("CREATE TABLE src (id INTEGER PRIMARY KEY, ts TEXT)")
-        with sqlite3.connect(self.down) as c:
-            c.execute("CREATE TABLE dst (id INTEGER, ts TEXT)")  # no key: duplicates possible
+        self.up_url = self.up_url or f"sqlite:///{self.up}"
+        self.down_url = self.down_url or f"sqlite:///{self.down}"
+        ts = "TIMESTAMP" if self.up_url.startswith("postgres") else "TEXT"
+        self._sql(self.up_url, f"CREATE TABLE src (id INTEGER PRIMARY KEY, ts {ts})")
+        ts = "TIMESTAMP" if self.down_url.startswith("postgres") else "TEXT"
+        self._sql(self.down_url, f"CREATE TABLE dst (id INTEGER, ts {ts})")  # dups possible
         self.config = self.tmp / "flows.yaml"
-        self.config.write_text(FLOW.format(up=f"sqlite:///{self.up}",
-                                           down=f"sqlite:///{self.down}",
+        self.config.write_text(FLOW.format(up=self.up_url, down=self.down_url,
                                            bootstrap=self.bootstrap, topic=self.topic,
                                            groups=", ".join(self.groups)))
         self.producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                                   "linger.ms": 5})
 
     # --- the tiers
+    @staticmethod
+    def _sql(url: str, statement: str, rows: list[dict[str, Any]] | None = None) -> None:
+        from sqlalchemy import create_engine
+        from sqlalchemy import text as sql
+
+        from kafka_recon.stage import sqlalchemy_url
+
+        engine = create_engine(sqlalchemy_url(url))
+        with engine.begin() as con:
+            con.execute(sql(statement), rows) if rows else con.execute(sql(statement))
+        engine.dispose()
+
     def upstream(self, rows: dict[int, datetime]) -> None:
-        with sqlite3.connect(self.up) as c:
-            c.executemany("INSERT INTO src VALUES (?, ?)", [(i, text(t)) for i, t in rows.items()])
+        assert self.up_url
+        self._sql(self.up_url, "INSERT INTO src VALUES (:i, :t)",
+                  [{"i": i, "t": text(t)} for i, t in rows.items()])
 
     def sink(self, rows: list[tuple[int, datetime]]) -> None:
-        with sqlite3.connect(self.down) as c:
-            c.executemany("INSERT INTO dst VALUES (?, ?)", [(i, text(t)) for i, t in rows])
+        assert self.down_url
+        self._sql(self.down_url, "INSERT INTO dst VALUES (:i, :t)",
+                  [{"i": i, "t": text(t)} for i, t in rows])
 
     def produce(self, rows: list[tuple[int, datetime]], arrival: datetime | None = None,
                 partition: int | None = None, producer: Any = None) -> None:

@@ -156,3 +156,19 @@ def test_aborted_transactions_read_committed_are_not_loss(scn: Scenario, spark: 
     topic = r["tiers"][1]
     assert topic["count"] == 80
     assert topic["estimate"] > 80, "offsets count aborted records and markers: only an estimate"
+
+
+def test_postgresql_tiers_are_read_by_spark_over_jdbc(kafka: KafkaCluster, tmp_path: Path,
+                                                      spark: Any, postgres: Any) -> None:
+    name = tmp_path.name.lower().replace("-", "_")[-40:]
+    scn = Scenario(tmp_path, kafka.bootstrap, up_url=postgres.create_database(f"up_{name}"),
+                   down_url=postgres.create_database(f"down_{name}"))
+    write, consume = {3}, {40, 41}
+    scn.upstream(ROWS)
+    scn.produce(rows(write))
+    scn.sink(rows(write | consume))
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", 2),
+                           ("loss", "write", "db->topic", 1)]
+    assert {f["hop"]: scn.ids(f["ids"]) for f in r["findings"]} == {
+        "db->topic": write, "topic->sink": consume}
