@@ -1,6 +1,7 @@
 """`kafka-recon`: the same steps as the Airflow DAGs, from a shell.
 
     kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
+    kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters, on a schedule)
 
 Exit codes (DESIGN.md): 0 status ok; 1 findings or inconclusive; 2 the run could not be made
 (bad config or window, unreachable service); the message says what and where.
@@ -57,8 +58,27 @@ def _run(a: argparse.Namespace) -> int:
     return EXIT_OK if result["status"] == "ok" else EXIT_FINDINGS
 
 
+def _snapshot(a: argparse.Namespace) -> int:
+    from kafka_recon.config import load_flows
+    from kafka_recon.flume import store_path, take_snapshots
+
+    flows = load_flows(a.config)
+    if a.flow:
+        if a.flow not in flows:
+            raise UsageError(f"{a.config}: no flow named '{a.flow}'")
+        flows = {a.flow: flows[a.flow]}
+    path = a.store or store_path()
+    taken = take_snapshots(flows, path)
+    for t in taken:
+        print(f"{t['taken_at']} {t['flow']}/{t['tier']}: accepted {t['accepted']}, "
+              f"drained {t['drained']}")
+    print(f"{len(taken)} snapshot(s) kept in {path}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     from kafka_recon.config import ConfigError
+    from kafka_recon.flume import FlumeError
     from kafka_recon.jdbc import JdbcError
     from kafka_recon.stage import SourceError
     from kafka_recon.topic import TopicError
@@ -75,10 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True, type=Path, help="run folder (replaced on re-run)")
     r.add_argument("--replays", type=int, default=None)
     r.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    s = sub.add_parser("snapshot", help="snapshot the counters of every Flume tier")
+    s.add_argument("--config", required=True, type=Path)
+    s.add_argument("--flow", help="only this flow's Flume tiers")
+    s.add_argument("--store", type=Path, help="SQLite store (default $KAFKA_RECON_SNAPSHOTS)")
     a = p.parse_args(argv)
     try:
-        return _run(a)
-    except (ConfigError, WindowError, SourceError, TopicError, JdbcError, UsageError) as exc:
+        return _run(a) if a.command == "run" else _snapshot(a)
+    except (ConfigError, WindowError, SourceError, TopicError, JdbcError, UsageError,
+            FlumeError) as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -87,6 +88,20 @@ class KafkaTier(_Strict):
 Tier = Annotated[SqlTier | FlumeTier | KafkaTier, Field(discriminator="type")]
 
 
+@dataclass(frozen=True)
+class Point:
+    """A place records are counted: a tier, or one end (source, sink) of a Flume tier."""
+
+    name: str
+    tier: SqlTier | FlumeTier | KafkaTier
+
+    @property
+    def exact(self) -> bool:
+        """Counted id by id (anti-joins), rather than by counts per bucket."""
+        return isinstance(self.tier, KafkaTier) or (
+            isinstance(self.tier, SqlTier) and self.tier.ids is not None)
+
+
 class Tolerance(_Strict):
     loss: int = Field(0, ge=0)
     duplicate: int = Field(0, ge=0)
@@ -122,10 +137,21 @@ class Flow(_Strict):
     def topic_tier(self) -> KafkaTier:
         return next(t for t in self.tiers if isinstance(t, KafkaTier))
 
-    def side_of(self, upstream_tier: str) -> str:
+    @property
+    def points(self) -> list[Point]:
+        """Where records are counted, in flow order: each tier, and a Flume tier twice."""
+        out: list[Point] = []
+        for t in self.tiers:
+            if isinstance(t, FlumeTier):
+                out += [Point(f"{t.name}.source", t), Point(f"{t.name}.sink", t)]
+            else:
+                out.append(Point(t.name, t))
+        return out
+
+    def side_of(self, upstream_point: str) -> str:
         """'write' for hops up to and into the topic, 'consume' for hops out of it."""
-        names = [t.name for t in self.tiers]
-        return "write" if names.index(upstream_tier) < names.index(self.topic_tier.name) \
+        names = [p.name for p in self.points]
+        return "write" if names.index(upstream_point) < names.index(self.topic_tier.name) \
             else "consume"
 
 

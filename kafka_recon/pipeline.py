@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kafka_recon.config import Flow, SqlTier, load_flow
+from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
 from kafka_recon.paths import REPO_ROOT
 from kafka_recon.window import Window
 
@@ -47,10 +47,15 @@ def _read_json(path: Path, step: str) -> Any:
 
 def stage(flow: Flow, window: Window, out: Path) -> list[dict[str, Any]]:
     """Step 1: check and count every upstream source that is not the topic."""
+    from kafka_recon.flume import stage_flume_tier
     from kafka_recon.stage import stage_sql_tier
 
-    staged = [stage_sql_tier(t, window, flow.bucket) for t in flow.tiers
-              if isinstance(t, SqlTier)]
+    staged: list[dict[str, Any]] = []
+    for t in flow.tiers:
+        if isinstance(t, SqlTier):
+            staged.append(stage_sql_tier(t, window, flow.bucket))
+        elif isinstance(t, FlumeTier):
+            staged += stage_flume_tier(flow, t, window)
     _write_json(out / "stage.json", staged)
     return staged
 

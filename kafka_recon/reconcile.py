@@ -51,7 +51,7 @@ def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
         reasons.append(f"retention already deleted the start of the window from topic "
                        f"'{tier.topic}' (partitions {cut}): deleted records cannot be counted")
     log_start = {o["partition"]: o["log_start"] for o in topic.get("offsets", [])}
-    names = [t.name for t in flow.tiers]
+    names = [p.name for p in flow.points]
     after = names[names.index(tier.name) + 1] if names[-1] != tier.name else tier.name
     for group, offsets in sorted(topic.get("committed", {}).items()):
         lost = sum(log_start.get(int(p), 0) - off for p, off in offsets.items()
@@ -70,7 +70,7 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
                  out: str | None = None) -> dict[str, Any]:
     replays = [{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
                                   "fingerprint") if k in r} for r in topic["replays"]]
-    names = [t.name for t in flow.tiers]
+    names = [p.name for p in flow.points]
     topic_at = names.index(flow.topic_tier.name)
     tiers, hops, findings = [], [], []
     reasons = list(stage_reasons or [])

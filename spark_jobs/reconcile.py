@@ -157,7 +157,7 @@ def _buckets(df: DataFrame, value: str | None = None) -> dict[str, int]:
 def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from kafka_recon.config import KafkaTier, SqlTier, load_flow
+    from kafka_recon.config import KafkaTier, load_flow
     from kafka_recon.reconcile import build_result
     from kafka_recon.window import Window
 
@@ -172,9 +172,11 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
 
     tiers: list[dict[str, Any]] = []
     counts: dict[str, DataFrame | None] = {}
-    for tier in flow.tiers:
-        info: dict[str, Any] = {"name": tier.name, "type": tier.type}
-        if isinstance(tier, KafkaTier) or (isinstance(tier, SqlTier) and tier.ids):
+    points = flow.points
+    for point in points:
+        tier = point.tier
+        info: dict[str, Any] = {"name": point.name, "type": tier.type}
+        if point.exact:
             if isinstance(tier, KafkaTier):
                 raw = spark.read.parquet(replays["replays"][0]["path"])
                 time_col = "kafka_ts"
@@ -204,22 +206,22 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
                 if info["late"]:
                     info["late_file"] = write_ids(lt, out / "late" / f"{tier.name}.csv", ["id"])
                     info["late_buckets"] = _buckets(lt)
-            counts[tier.name] = ids
+            counts[point.name] = ids
         else:
-            st = staged[tier.name]
+            st = staged[point.name]
             info.update(count=st["count"], distinct=None, buckets=st.get("buckets", {}),
-                        exact=False)
-            counts[tier.name] = None
+                        exact=False, restarts=st.get("restarts", 0))
+            counts[point.name] = None
         tiers.append(info)
 
     hops: list[dict[str, Any]] = []
-    for i, (a, b) in enumerate(zip(flow.tiers, flow.tiers[1:], strict=False)):
+    for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
         up, down = counts[a.name], counts[b.name]
         ta, tb = tiers[i], tiers[i + 1]
         hop: dict[str, Any] = {"from": a.name, "to": b.name, "side": flow.side_of(a.name)}
         if up is not None and down is not None:
             upstream_ids = None
-            for t in flow.tiers[: i + 1]:
+            for t in points[: i + 1]:
                 c = counts[t.name]
                 if c is not None:
                     upstream_ids = c.select("id") if upstream_ids is None \

@@ -1,0 +1,109 @@
+"""A Flume tier counted from snapshots of recorded agent metrics, across an agent restart.
+
+The agent's HTTP JSON metrics are served by a small HTTP server replaying recorded responses
+(the real agent runs in the drill); the topic, the databases and Spark are real.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_recon.config import load_flows
+from kafka_recon.devenv.kafka import KafkaCluster
+from kafka_recon.flume import take_snapshots
+from tests.integration.engine_harness import END, START, Scenario, at, findings
+
+pytestmark = pytest.mark.integration
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "flume_metrics.json").read_text())
+
+
+class Agent:
+    """Serves the recorded responses; `step()` moves to the next one."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        agent = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                body = json.dumps(RECORDED["responses"][agent.index]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def step(self) -> None:
+        self.index += 1
+
+
+@pytest.fixture
+def agent() -> Iterator[Agent]:
+    a = Agent()
+    yield a
+    a.server.shutdown()
+
+
+def with_flume(scn: Scenario, url: str) -> None:
+    text = scn.config.read_text().replace("      - name: topic", f"""      - name: collector
+        type: flume
+        metrics_url: "{url}"
+        source: r1
+        sink: k1
+      - name: topic""").replace("bucket: 1h", "bucket: 1d")
+    scn.config.write_text(text)
+
+
+def test_flume_channel_loss_is_located_inside_the_agent_across_a_restart(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any, agent: Agent,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_RECON_SNAPSHOTS", str(tmp_path / "flume.db"))
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    with_flume(scn, agent.url)
+    rows = {i: at(i * 5) for i in range(1, 101)}
+    lost_in_channel = {56, 57, 58, 59, 60}
+    scn.upstream(rows)
+    delivered = [(i, t) for i, t in rows.items() if i not in lost_in_channel]
+    scn.produce(delivered)
+    scn.sink(delivered)
+    flows = load_flows(scn.config)
+    for when in (START - timedelta(minutes=1), START + timedelta(hours=6),
+                 START + timedelta(hours=12), END + timedelta(minutes=1)):
+        take_snapshots(flows, now=when)
+        agent.step() if agent.index < len(RECORDED["responses"]) - 1 else None
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "write", "collector.source->collector.sink", 5)]
+    assert r["status"] == "findings"
+    by_name = {t["name"]: t["count"] for t in r["tiers"]}
+    assert by_name == {"db": 100, "collector.source": 100, "collector.sink": 95, "topic": 95,
+                       "sink": 95}, "the restart is not read as negative traffic"
+
+
+def test_a_missing_snapshot_makes_the_run_inconclusive(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any, agent: Agent,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_RECON_SNAPSHOTS", str(tmp_path / "flume.db"))
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    with_flume(scn, agent.url)
+    scn.upstream({1: at(1)})
+    scn.produce([(1, at(1))])
+    scn.sink([(1, at(1))])
+    take_snapshots(load_flows(scn.config), now=START - timedelta(minutes=1))  # none after END
+    r = scn.reconcile(spark)
+    assert r["status"] == "inconclusive"
+    assert any("no Flume snapshot brackets" in reason for reason in r["reasons"])
