@@ -137,6 +137,8 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
     return {
         "flow": flow.name,
         "window": window.as_json(),
+        "bucket_seconds": int(flow.bucket.total_seconds()),
+        "grace_seconds": int(flow.grace.total_seconds()),
         "status": status,
         "tiers": tiers,
         "hops": hops,

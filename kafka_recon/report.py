@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 _WORDS = {"loss": "lost", "duplicate": "duplicated", "unexpected": "found downstream with no "
           "upstream record", "unidentifiable": "without a readable id",
-          "replay_unstable": "read differently by replays of the same window"}
+          "replay_unstable": "read differently by replays of the same window",
+          "late": "late (arrived inside grace, not lost)"}
+
+
+def when(buckets: list[str], bucket_seconds: int | None) -> str:
+    """', 14:00-15:00' for a few buckets, ', in 7 buckets from 02:00 to 09:00' for more."""
+    if not buckets or not bucket_seconds:
+        return ""
+    starts = [datetime.fromisoformat(b.replace("Z", "+00:00")) for b in sorted(buckets)]
+    step = timedelta(seconds=bucket_seconds)
+    fmt = "%H:%M" if bucket_seconds < 86400 else "%Y-%m-%d"
+    if len(starts) <= 3:
+        return ", " + ", ".join(f"{s:{fmt}}-{s + step:{fmt}}" for s in starts)
+    return f", in {len(starts)} buckets from {starts[0]:{fmt}} to {starts[-1] + step:{fmt}}"
 
 
 def sentences(result: dict[str, Any]) -> list[str]:
@@ -17,9 +31,12 @@ def sentences(result: dict[str, Any]) -> list[str]:
     for f in result["findings"]:
         where = f["hop"].replace("->", " and ")
         between = "between " if "->" in f["hop"] else "at "
-        tol = " (within tolerance)" if f.get("within_tolerance") else ""
+        tol = " (within tolerance)" if f.get("within_tolerance") and f["kind"] != "late" else ""
+        cause = f" (deleted by retention before group {f['group']} read them)" \
+            if f.get("cause") == "retention" else ""
         out.append(f"{result['flow']}: {f['count']} records {_WORDS.get(f['kind'], f['kind'])} "
-                   f"on the {f['side']} side {between}{where}{tol}.")
+                   f"on the {f['side']} side {between}{where}"
+                   f"{when(f.get('buckets', []), result.get('bucket_seconds'))}{cause}{tol}.")
     return out
 
 

@@ -39,3 +39,14 @@ def test_html_report_escapes_payload_markup(tmp_path: Path) -> None:
 def test_subject_carries_flow_window_and_status() -> None:
     assert subject(RESULT) == ("[kafka-recon] orders<script> "
                                "2026-11-20T00:00:00Z..2026-11-21T00:00:00Z: FINDINGS")
+
+
+def test_sentences_say_when_records_went_missing() -> None:
+    one = {**RESULT, "flow": "orders", "bucket_seconds": 3600,
+           "findings": [{"kind": "loss", "side": "consume", "hop": "orders_topic->warehouse",
+                         "count": 12, "buckets": ["2026-11-20T14:00:00Z"]}]}
+    assert sentences(one) == ["orders: 12 records lost on the consume side between orders_topic "
+                              "and warehouse, 14:00-15:00."]
+    many = {**one, "findings": [{**one["findings"][0],
+                                 "buckets": [f"2026-11-20T{h:02d}:00:00Z" for h in range(2, 9)]}]}
+    assert sentences(many)[0].endswith(", in 7 buckets from 02:00 to 09:00.")
