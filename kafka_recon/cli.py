@@ -28,7 +28,6 @@ def _run(a: argparse.Namespace) -> int:
     from kafka_recon.paths import spark_jars
     from kafka_recon.reconcile import verdict
     from kafka_recon.sparkutil import session
-    from kafka_recon.topic import check_topic
     from kafka_recon.window import Window
     from spark_jobs import reconcile as reconcile_job
     from spark_jobs import replay as replay_job
@@ -41,8 +40,9 @@ def _run(a: argparse.Namespace) -> int:
         raise UsageError(f"--replays {a.replays}: expected 1 to 10")
     out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
-    pipeline.stage(flow, window, out)
-    check_topic(flow.topic_tier.bootstrap, flow.topic_tier.topic)  # before Spark starts
+    for stale in ("result.json", "stage.json", "replays.json"):
+        (out / stale).unlink(missing_ok=True)  # a re-run never shows an older run's answer
+    pipeline.stage(flow, window, out)  # also checks the topic, before Spark starts
     spark = session(f"kafka-recon {flow.name}", master=a.master, jars=spark_jars())
     spark.sparkContext.setLogLevel("WARN")
     try:

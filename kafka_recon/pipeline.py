@@ -45,17 +45,36 @@ def _read_json(path: Path, step: str) -> Any:
     return json.loads(path.read_text())
 
 
+def unreadable(flow: Flow, window: Window, out: Path, reason: str) -> dict[str, Any]:
+    """An inconclusive result for a run that could not read a source: owners still hear of it."""
+    result = {"flow": flow.name, "window": window.as_json(), "status": "inconclusive",
+              "tiers": [], "hops": [], "replays": [], "replays_consistent": False,
+              "findings": [], "reasons": [reason]}
+    _write_json(out / "result.json", result)
+    return result
+
+
 def stage(flow: Flow, window: Window, out: Path) -> list[dict[str, Any]]:
-    """Step 1: check and count every upstream source that is not the topic."""
-    from kafka_recon.flume import stage_flume_tier
-    from kafka_recon.stage import stage_sql_tier
+    """Step 1: check and count every upstream source, and check the topic can be read.
+
+    A source that cannot be read leaves an inconclusive result.json naming it, then raises.
+    """
+    from kafka_recon.flume import FlumeError, stage_flume_tier
+    from kafka_recon.jdbc import JdbcError
+    from kafka_recon.stage import SourceError, stage_sql_tier
+    from kafka_recon.topic import TopicError, check_topic
 
     staged: list[dict[str, Any]] = []
-    for t in flow.tiers:
-        if isinstance(t, SqlTier):
-            staged.append(stage_sql_tier(t, window, flow.bucket))
-        elif isinstance(t, FlumeTier):
-            staged += stage_flume_tier(flow, t, window)
+    try:
+        for t in flow.tiers:
+            if isinstance(t, SqlTier):
+                staged.append(stage_sql_tier(t, window, flow.bucket))
+            elif isinstance(t, FlumeTier):
+                staged += stage_flume_tier(flow, t, window)
+        check_topic(flow.topic_tier.bootstrap, flow.topic_tier.topic)
+    except (SourceError, FlumeError, TopicError, JdbcError) as exc:
+        unreadable(flow, window, out, f"a source could not be read: {exc}")
+        raise
     _write_json(out / "stage.json", staged)
     return staged
 

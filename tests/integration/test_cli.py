@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -114,6 +115,10 @@ def test_unreachable_database_names_host_and_port(good: Scenario, tmp_path: Path
                                            f"postgresql://u:p@127.0.0.1:{port}/sink")
     msg = bad(tmp_path, text)
     assert f"tier 'sink' (postgresql at 127.0.0.1:{port}/sink)" in msg
+    # the run folder still says why, so a report and a mail can carry it
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert result["status"] == "inconclusive"
+    assert f"127.0.0.1:{port}" in result["reasons"][0]
 
 
 def test_missing_sqlite_file(good: Scenario, tmp_path: Path) -> None:

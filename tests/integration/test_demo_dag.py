@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.demo.__main__ import run_demo
+from kafka_recon.demo.__main__ import lost_ids, run_demo
 from kafka_recon.devenv.smtp import read_maildir
 
 pytestmark = pytest.mark.integration
@@ -26,6 +26,8 @@ def test_daily_dag_finds_and_mails_the_demo_consume_side_loss(tmp_path: Path,
     assert result["status"] == "findings"
     assert [(f["kind"], f["side"], f["hop"], f["count"]) for f in result["findings"]] == [
         ("loss", "consume", "orders_topic->warehouse", len(truth))]
+    assert sorted(int(i) for i in lost_ids(outcome.run_dir, result)) == truth, \
+        "the id file names exactly the records the consumer dropped"
     assert result["replays_consistent"] and len(result["replays"]) == 2
     assert outcome.dag_exit != 0, "a run with findings ends failed, so the UI shows it red"
 

@@ -172,3 +172,22 @@ def test_postgresql_tiers_are_read_by_spark_over_jdbc(kafka: KafkaCluster, tmp_p
                            ("loss", "write", "db->topic", 1)]
     assert {f["hop"]: scn.ids(f["ids"]) for f in r["findings"]} == {
         "db->topic": write, "topic->sink": consume}
+
+
+def test_count_only_upstream_is_compared_per_bucket(scn: Scenario, spark: Any) -> None:
+    counts = ("SELECT substr(ts, 1, 13) || ':00:00' AS bucket, COUNT(*) AS count FROM src "
+              "WHERE ts >= :start AND ts < :end GROUP BY 1")
+    text = scn.config.read_text().replace(
+        'ids: "SELECT id, ts AS event_time FROM src WHERE ts >= :start AND ts < :end"',
+        f'counts: "{counts}"')
+    scn.config.write_text(text)
+    lost = {2, 3}  # both in the first hour
+    scn.upstream(ROWS)
+    scn.produce(rows(lost))
+    scn.sink(rows(lost))
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "write", "db->topic", 2)]
+    (f,) = r["findings"]
+    assert f["ids"] is None, "a count-only end cannot name ids"
+    assert f["buckets"] == [at(0).strftime("%Y-%m-%dT%H:%M:%SZ")]
+    assert r["hops"][0]["exact"] is False and r["hops"][1]["exact"] is True

@@ -44,3 +44,15 @@ def test_missing_component_names_what_the_agent_has() -> None:
                      sink="k1")
     with pytest.raises(FlumeError, match=r"SINK.k1.StartTime missing .* \(components: SOURCE.r1\)"):
         parse_metrics(tier, {"SOURCE.r1": {"StartTime": "1", "EventAcceptedCount": "2"}}, T0)
+
+
+def test_unreachable_agent_names_its_url() -> None:
+    from kafka_recon.devenv.ports import free_port
+    from kafka_recon.flume import fetch_metrics
+
+    port = free_port()
+    tier = FlumeTier(name="c", type="flume", metrics_url=f"http://127.0.0.1:{port}/metrics",
+                     source="r1", sink="k1")
+    with pytest.raises(FlumeError, match=rf"tier 'c': Flume metrics at "
+                                         rf"http://127.0.0.1:{port}/metrics cannot be read"):
+        fetch_metrics(tier)
