@@ -1,0 +1,125 @@
+"""Each audit rule: silent on the safe configuration, firing on its one unsafe change.
+
+Removing a rule from RULES makes its test fail: the test looks the rule up by id.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_recon.audit import RULES, Facts, client_settings, evaluate, read_properties
+
+pytestmark = pytest.mark.unit
+
+SAFE = Facts(
+    topic="orders",
+    partitions=[{"id": i, "leader": 1 + i % 3, "replicas": [1, 2, 3], "isr": [1, 2, 3]}
+                for i in range(3)],
+    topic_config={"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
+                  "max.message.bytes": "1048588", "retention.ms": "604800000",
+                  "cleanup.policy": "delete"},
+    broker_config={"message.max.bytes": "1048588", "replica.fetch.max.bytes": "1048576"},
+    groups={"loader": {"lag": 10, "oldest_unconsumed_age_ms": 60_000}},
+    producer={"acks": "all", "enable.idempotence": "true", "retries": "2147483647",
+              "max.in.flight.requests.per.connection": "5", "retry.backoff.ms": "1000",
+              "max.request.size": "1048576"},
+    consumer={"enable.auto.commit": "false", "max.partition.fetch.bytes": "2097152"},
+)
+
+
+def fired(facts: Facts) -> set[str]:
+    return {f["rule"] for f in evaluate(facts)}
+
+
+def changed(**kw: Any) -> Facts:
+    f = copy.deepcopy(SAFE)
+    for key, value in kw.items():
+        target = getattr(f, key.split("__")[0])
+        if "__" in key:
+            target[key.split("__")[1]] = value
+        else:
+            setattr(f, key, value)
+    return f
+
+
+def test_the_safe_configuration_fires_no_rule() -> None:
+    assert fired(SAFE) == set()
+
+
+def test_client_rules_are_not_guessed_when_no_client_settings_are_declared() -> None:
+    assert fired(changed(producer=None, consumer=None)) == set()
+
+
+@pytest.mark.parametrize(("rule", "facts"), [
+    ("P1-acks", lambda: changed(producer={**SAFE.producer, "acks": "1"})),  # type: ignore[dict-item]
+    ("P2-idempotence", lambda: changed(producer={**SAFE.producer, "enable.idempotence": "false",  # type: ignore[dict-item]
+                                                  "max.in.flight.requests.per.connection": "1"})),
+    ("P3-in-flight", lambda: changed(producer={**SAFE.producer,  # type: ignore[dict-item]
+                                               "max.in.flight.requests.per.connection": "6"})),
+    ("P4-retries", lambda: changed(producer={**SAFE.producer, "retries": "0"})),  # type: ignore[dict-item]
+    ("P5-retry-backoff", lambda: changed(producer={**SAFE.producer, "retry.backoff.ms": "100"})),  # type: ignore[dict-item]
+    ("T1-replication", lambda: changed(partitions=[
+        {"id": 0, "leader": 1, "replicas": [1, 2], "isr": [1, 2]}],
+        topic_config={**SAFE.topic_config, "min.insync.replicas": "1"})),
+    ("T2-min-isr", lambda: changed(topic_config={**SAFE.topic_config,
+                                                 "min.insync.replicas": "1"})),
+    ("T3-min-isr-equals-rf", lambda: changed(topic_config={**SAFE.topic_config,
+                                                           "min.insync.replicas": "3"})),
+    ("T4-unclean-election", lambda: changed(topic_config={
+        **SAFE.topic_config, "unclean.leader.election.enable": "true"})),
+    ("C1-auto-commit", lambda: changed(consumer={**SAFE.consumer,  # type: ignore[dict-item]
+                                                 "enable.auto.commit": "true"})),
+    ("S1-size-chain", lambda: changed(producer={**SAFE.producer,  # type: ignore[dict-item]
+                                                "max.request.size": "5000000"})),
+    ("R1-retention-vs-lag", lambda: changed(groups={"loader": {
+        "lag": 10, "oldest_unconsumed_age_ms": 604_000_000}})),
+    ("H1-under-replicated", lambda: changed(partitions=[
+        {"id": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1, 3]}])),
+    ("H2-below-min-isr", lambda: changed(partitions=[
+        {"id": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1]}])),
+    ("H3-no-leader", lambda: changed(partitions=[
+        {"id": 0, "leader": None, "replicas": [1, 2, 3], "isr": [1, 2, 3]}])),
+])
+def test_each_rule_fires_on_its_unsafe_setting(rule: str, facts: Any) -> None:
+    found = [f for f in evaluate(facts()) if f["rule"] == rule]
+    assert found, f"{rule} did not fire"
+    f = found[0]
+    assert {f["kind"], f["severity"]} <= {"config_risk", "health", "high", "medium", "low"}
+    assert f["seed"] and f["why"] and f["fix"] and f["observed"] and f["recommended"]
+
+
+def test_every_rule_has_a_case_above() -> None:
+    params = [m.args[1] for m in test_each_rule_fires_on_its_unsafe_setting.pytestmark
+              if m.name == "parametrize"][0]
+    assert sorted(r for r, _ in params) == sorted(rule.id for rule in RULES)
+
+
+def test_size_chain_names_each_hop_that_cannot_carry() -> None:
+    f = changed(consumer={**SAFE.consumer, "max.partition.fetch.bytes": "1000"},  # type: ignore[dict-item]
+                broker_config={"message.max.bytes": "2000000",
+                               "replica.fetch.max.bytes": "1048576"})
+    wheres = {x["where"] for x in evaluate(f) if x["rule"] == "S1-size-chain"}
+    assert wheres == {"consumer", "broker"}
+
+
+def test_findings_are_ordered_by_severity() -> None:
+    f = changed(producer={**SAFE.producer, "retry.backoff.ms": "10", "acks": "1"})  # type: ignore[dict-item]
+    assert [x["severity"] for x in evaluate(f)] == ["high", "low"]
+
+
+def test_properties_files_and_declared_settings_merge(tmp_path: Path) -> None:
+    (tmp_path / "consumer.properties").write_text(
+        "# the app's own file\nenable.auto.commit = true\nmax.partition.fetch.bytes: 2097152\n")
+    merged = client_settings({"enable.auto.commit": False}, "consumer.properties", tmp_path)
+    assert merged == {"enable.auto.commit": "false", "max.partition.fetch.bytes": "2097152"}
+    assert read_properties(tmp_path / "consumer.properties")["enable.auto.commit"] == "true"
+
+
+def test_a_malformed_properties_line_is_named(tmp_path: Path) -> None:
+    (tmp_path / "p.properties").write_text("acks=all\njust words\n")
+    with pytest.raises(ValueError, match=r"p.properties:2: expected key=value"):
+        read_properties(tmp_path / "p.properties")
