@@ -2,6 +2,7 @@
 
     kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters, on a schedule)
+    kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
 
 Exit codes (DESIGN.md): 0 status ok; 1 findings or inconclusive; 2 the run could not be made
 (bad config or window, unreachable service); the message says what and where.
@@ -42,7 +43,7 @@ def _run(a: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("result.json", "stage.json", "replays.json"):
         (out / stale).unlink(missing_ok=True)  # a re-run never shows an older run's answer
-    pipeline.stage(flow, window, out)  # also checks the topic, before Spark starts
+    pipeline.stage(flow, window, out, a.config.parent)  # checks the topic before Spark
     spark = session(f"kafka-recon {flow.name}", master=a.master, jars=spark_jars())
     spark.sparkContext.setLogLevel("WARN")
     try:
@@ -76,6 +77,29 @@ def _snapshot(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _audit(a: argparse.Namespace) -> int:
+    from kafka_recon.audit import audit_flow
+    from kafka_recon.config import load_flows
+
+    flows = load_flows(a.config)
+    if a.flow:
+        if a.flow not in flows:
+            raise UsageError(f"{a.config}: no flow named '{a.flow}'")
+        flows = {a.flow: flows[a.flow]}
+    high = 0
+    print(f"{'flow':<16} {'severity':<8} {'rule':<22} {'where':<14} observed -> recommended")
+    for flow in flows.values():
+        found = audit_flow(flow, a.config.parent)
+        for f in found:
+            print(f"{flow.name:<16} {f['severity']:<8} {f['rule']:<22} {f['where']:<14} "
+                  f"{f['observed']} -> {f['recommended']}")
+            print(f"{'':<16} fix: {f['fix']} (seed {f['seed']})")
+        if not found:
+            print(f"{flow.name:<16} no risk found on topic '{flow.topic_tier.topic}'")
+        high += sum(f["severity"] == "high" for f in found)
+    return EXIT_FINDINGS if high else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     from kafka_recon.config import ConfigError
     from kafka_recon.flume import FlumeError
@@ -99,9 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--config", required=True, type=Path)
     s.add_argument("--flow", help="only this flow's Flume tiers")
     s.add_argument("--store", type=Path, help="SQLite store (default $KAFKA_RECON_SNAPSHOTS)")
+    au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
+    au.add_argument("--config", required=True, type=Path)
+    au.add_argument("--flow", help="only this flow")
     a = p.parse_args(argv)
     try:
-        return _run(a) if a.command == "run" else _snapshot(a)
+        return {"run": _run, "snapshot": _snapshot, "audit": _audit}[a.command](a)
     except (ConfigError, WindowError, SourceError, TopicError, JdbcError, UsageError,
             FlumeError) as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)

@@ -76,6 +76,9 @@ class FlumeTier(_Strict):
     sink: str
 
 
+ClientProps = dict[str, str | int | float | bool]
+
+
 class KafkaTier(_Strict):
     name: str
     type: Literal["kafka"]
@@ -83,6 +86,11 @@ class KafkaTier(_Strict):
     topic: str
     consumer_groups: list[str] = []
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    # the flow's own clients, which no broker can see: declared here or in the apps' files
+    producer: ClientProps = {}
+    consumer: ClientProps = {}
+    producer_properties: str | None = None
+    consumer_properties: str | None = None
 
 
 Tier = Annotated[SqlTier | FlumeTier | KafkaTier, Field(discriminator="type")]

@@ -54,11 +54,13 @@ def unreadable(flow: Flow, window: Window, out: Path, reason: str) -> dict[str, 
     return result
 
 
-def stage(flow: Flow, window: Window, out: Path) -> list[dict[str, Any]]:
-    """Step 1: check and count every upstream source, and check the topic can be read.
+def stage(flow: Flow, window: Window, out: Path, config_dir: Path | None = None
+          ) -> list[dict[str, Any]]:
+    """Step 1: check and count every upstream source, check the topic, audit the cluster.
 
     A source that cannot be read leaves an inconclusive result.json naming it, then raises.
     """
+    from kafka_recon.audit import audit_flow
     from kafka_recon.flume import FlumeError, stage_flume_tier
     from kafka_recon.jdbc import JdbcError
     from kafka_recon.stage import SourceError, stage_sql_tier
@@ -72,9 +74,11 @@ def stage(flow: Flow, window: Window, out: Path) -> list[dict[str, Any]]:
             elif isinstance(t, FlumeTier):
                 staged += stage_flume_tier(flow, t, window)
         check_topic(flow.topic_tier.bootstrap, flow.topic_tier.topic)
+        audit = audit_flow(flow, config_dir or config_path().parent)
     except (SourceError, FlumeError, TopicError, JdbcError) as exc:
         unreadable(flow, window, out, f"a source could not be read: {exc}")
         raise
+    _write_json(out / "audit.json", audit)
     _write_json(out / "stage.json", staged)
     return staged
 

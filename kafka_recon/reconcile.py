@@ -65,9 +65,13 @@ def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
     return reasons, findings
 
 
+AUDIT_KINDS = ("config_risk", "health")
+
+
 def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: dict[str, Any],
                  stage_reasons: list[str] | None = None, now: datetime | None = None,
-                 out: str | None = None) -> dict[str, Any]:
+                 out: str | None = None, audit: list[dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
     replays = [{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
                                   "fingerprint") if k in r} for r in topic["replays"]]
     names = [p.name for p in flow.points]
@@ -124,6 +128,13 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
                          "within_tolerance": False})
         reasons.append("replays of the same window disagree: the topic changed while it was "
                        "read (retention, truncation after an unclean election)")
+    for a in audit or []:
+        # what will be lost next, and why: never the loss verdict itself
+        findings.append({**a, "hop": flow.topic_tier.name, "count": 1, "ids": None,
+                         "buckets": [], "within_tolerance": True})
+        if a.get("blocking"):
+            reasons.append(f"{a['rule']}: {a['observed']} - the window may not be readable "
+                           "whole")
     if not window.is_closed(now or datetime.now(UTC)):
         reasons.append(f"the window plus grace closes at {window.closes_at.isoformat()}: "
                        "records may still arrive")
@@ -154,9 +165,15 @@ def verdict(result: dict[str, Any]) -> str:
     head = f"{result['flow']} {result['window']['start']}..{result['window']['end']}: " \
            f"{result['status'].upper()}"
     parts = [f"{f['count']} record(s) {_kind_words(f['kind'])} on the {f['side']} side "
-             f"({f['hop']})" for f in result["findings"]]
+             f"({f['hop']})" for f in result["findings"] if f["kind"] not in AUDIT_KINDS]
     parts += result["reasons"]
-    return head + (" - " + "; ".join(parts) if parts else " - every record accounted for")
+    if not parts:
+        parts.append("every record accounted for")
+    risks = [f for f in result["findings"] if f["kind"] in AUDIT_KINDS]
+    if risks:
+        parts.append(f"{len(risks)} configuration or health risk(s), "
+                     f"{sum(f['severity'] == 'high' for f in risks)} high")
+    return head + " - " + "; ".join(parts)
 
 
 def _kind_words(kind: str) -> str:

@@ -29,6 +29,8 @@ def sentences(result: dict[str, Any]) -> list[str]:
     """Each finding in one sentence, the answer an owner reads first."""
     out = []
     for f in result["findings"]:
+        if f["kind"] in ("config_risk", "health"):
+            continue  # the audit has a section of its own
         where = f["hop"].replace("->", " and ")
         between = "between " if "->" in f["hop"] else "at "
         tol = " (within tolerance)" if f.get("within_tolerance") and f["kind"] != "late" else ""
@@ -48,7 +50,9 @@ def render_report(result: dict[str, Any], out_dir: Path | str,
     env = Environment(loader=PackageLoader("kafka_recon", "templates"),
                       autoescape=select_autoescape(["html", "j2"], default=True))
     text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False)
-    ctx = {"r": result, "sentences": sentences(result), "validation": validation}
+    risks = [f for f in result["findings"] if f["kind"] in ("config_risk", "health")]
+    ctx = {"r": result, "sentences": sentences(result), "validation": validation,
+           "risks": risks}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     html = out_dir / "report.html"

@@ -42,17 +42,28 @@ def _consumer(bootstrap: str) -> Any:
     })
 
 
-def partitions(consumer: Any, bootstrap: str, topic: str) -> list[int]:
+def partitions(consumer: Any, bootstrap: str, topic: str, settle_s: float = 5.0) -> list[int]:
+    """The topic's partition ids. A new topic's metadata reaches brokers one by one, and a
+    leader election leaves partitions briefly leaderless: those are retried for a few seconds
+    before the topic is called missing."""
+    import time
+
     from confluent_kafka import KafkaException
 
-    try:
-        md = consumer.list_topics(topic, timeout=TIMEOUT_S)
-    except KafkaException as exc:
-        raise TopicError(f"kafka at {bootstrap} cannot be reached: {exc}") from exc
-    tmd = md.topics.get(topic)
-    if tmd is None or tmd.error is not None or not tmd.partitions:
-        raise TopicError(f"topic '{topic}' does not exist on kafka at {bootstrap}")
-    return sorted(tmd.partitions)
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            md = consumer.list_topics(topic, timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicError(f"kafka at {bootstrap} cannot be reached: {exc}") from exc
+        tmd = md.topics.get(topic)
+        if tmd is not None and tmd.error is None and tmd.partitions:
+            return sorted(tmd.partitions)
+        if time.monotonic() > deadline:
+            raise TopicError(f"topic '{topic}' does not exist on kafka at {bootstrap}"
+                             + (f" ({tmd.error.str()})" if tmd is not None and tmd.error
+                                else ""))
+        time.sleep(0.3)
 
 
 def check_topic(bootstrap: str, topic: str) -> list[int]:

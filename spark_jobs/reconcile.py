@@ -259,9 +259,11 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
 
     aggregates = {"tiers": tiers, "hops": hops}
     (out / "reconcile.json").write_text(json.dumps(aggregates, indent=2))
+    audit_path = out / "audit.json"
     result = build_result(flow, window, aggregates, replays,
                           stage_reasons=[r for t in staged.values() for r in t.get("reasons", [])],
-                          out=str(out))
+                          out=str(out),
+                          audit=json.loads(audit_path.read_text()) if audit_path.exists() else [])
     tmp = out / "result.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(out / "result.json")

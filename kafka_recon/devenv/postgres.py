@@ -53,10 +53,10 @@ class PostgresServer:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.base_dir, "postgres", "postgres")
-            # the server user must be able to reach its folder through every parent
-            for parent in self.base_dir.parents:
-                if parent.stat().st_mode & 0o001 == 0 and str(parent).startswith("/tmp"):
-                    parent.chmod(parent.stat().st_mode | 0o001)
+            closed = [p for p in self.base_dir.parents if p.stat().st_mode & 0o001 == 0]
+            if closed:
+                raise RuntimeError(f"postgresql runs as user postgres, which cannot enter "
+                                   f"{closed[0]}: choose a folder outside it (e.g. under /tmp)")
         if not (self.data / "PG_VERSION").exists():
             self._run([pg_bin("initdb"), "-D", str(self.data), "-U", self.user,
                        "--auth=trust", "-E", "UTF8", "--locale=C"])

@@ -41,8 +41,15 @@ def spark() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A private PostgreSQL server (Debian's package) on loopback."""
+    import shutil
+    import tempfile
+
     from kafka_recon.devenv.postgres import PostgresServer
 
-    server = PostgresServer(tmp_path_factory.mktemp("postgres")).start()
+    # not under pytest's tmp folder: pytest keeps that private (0700) to root, and the server
+    # runs as the postgres user
+    base = Path(tempfile.mkdtemp(prefix="kafka-recon-pg-"))
+    server = PostgresServer(base).start()
     yield server
     server.stop()
+    shutil.rmtree(base, ignore_errors=True)
