@@ -9,7 +9,8 @@ UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv jars demo test test-unit test-integration lint lock clean
+.PHONY: all setup venv jars demo test test-unit test-integration lint lock clean bench
+BENCH_ARGS ?=
 
 all: setup
 
@@ -46,13 +47,19 @@ test-unit: setup
 test-integration: setup
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
+# speed and memory goals: never timed tests. BENCH_ARGS="--records 10000000" for the big run.
+bench: setup
+	-command -v kcat >/dev/null || (apt-get install -y -qq kcat >/dev/null 2>&1 || true)
+	$(PY) -m bench.run $(BENCH_ARGS)
+	$(PY) -m bench.report bench/results.json
+
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy kafka_recon spark_jobs dags
+	$(VENV)/bin/mypy kafka_recon spark_jobs dags bench
 
 # re-resolve the lock after changing pyproject.toml
 lock: venv
 	$(UV) pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .jars demo-out runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jars demo-out runs bench-out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Benchmarks: speed and memory goals live here, never in timed tests."""

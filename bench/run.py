@@ -1,0 +1,292 @@
+"""`make bench`: replay-and-reconcile throughput against Kafka's own consumer and a plain client.
+
+    python -m bench.run [--records 1000000] [--repeats 3] [--also 10000000]
+
+On one embedded broker, one topic of N JSON records (~300 bytes, 6 partitions, keys set) with
+known write-side losses and duplicates, and upstream and sink tables with known consume-side
+losses and duplicates. Each reader runs `--repeats` times in the same run; medians and spreads
+go to bench/results.json and docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.devenv.kafka import KafkaCluster, java_binary
+from kafka_recon.paths import REPO_ROOT, kafka_classpath
+
+VENV_BIN = Path(sys.executable).parent
+TOPIC = "bench-orders"
+PARTITIONS = 6
+PADDING = "x" * 170  # brings a value to about 300 bytes
+
+
+# ------------------------------------------------------------------ measuring
+def _tree(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def _rss_kb(pid: int) -> tuple[str, int]:
+    try:
+        status = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return "", 0
+    name = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("Name:")), "")
+    rss = next((int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmRSS:")), 0)
+    return name, rss
+
+
+def measured(cmd: list[str], env: dict[str, str] | None = None,
+             timeout: float = 3600) -> dict[str, Any]:
+    """Run cmd; wall seconds and the peak resident memory of each program in its tree."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    peak: dict[str, int] = {}
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            for pid in _tree(proc.pid):
+                name, rss = _rss_kb(pid)
+                if name:
+                    peak[name] = max(peak.get(name, 0), rss)
+            stop.wait(0.2)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    out, err = proc.communicate(timeout=timeout)
+    stop.set()
+    t.join()
+    seconds = time.monotonic() - t0
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err[-3000:]}")
+    return {"seconds": seconds, "peak_rss_mb": {k: round(v / 1024, 1) for k, v in peak.items()},
+            "stdout": out, "returncode": proc.returncode}
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}
+
+
+# ------------------------------------------------------------------ data
+def fill(work: Path, bootstrap: str, n: int, start: datetime) -> dict[str, Any]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    rnd = random.Random(42)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+        fut.result(30)
+    lost_write = set(rnd.sample(range(1, n + 1), max(1, n // 10000)))
+    dup_topic = set(rnd.sample(sorted(set(range(1, n + 1)) - lost_write), max(1, n // 20000)))
+    survivors = [i for i in range(1, n + 1) if i not in lost_write]
+    lost_consume = set(rnd.sample(survivors, max(1, n // 5000)))
+    dup_sink = set(rnd.sample(sorted(set(survivors) - lost_consume), max(1, n // 20000)))
+    span = 86_400
+    times = {i: start + timedelta(seconds=(i * 7919) % span) for i in range(1, n + 1)}
+
+    def text(t: datetime) -> str:
+        return t.strftime("%Y-%m-%d %H:%M:%S")
+
+    with sqlite3.connect(work / "upstream.db") as con:
+        con.execute("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, created_at TEXT)")
+        con.executemany("INSERT INTO orders VALUES (?, ?)",
+                        ((i, text(times[i])) for i in range(1, n + 1)))
+    with sqlite3.connect(work / "sink.db") as con:
+        con.execute("CREATE TABLE orders_copy (order_id INTEGER, created_at TEXT)")
+        rows = [i for i in survivors if i not in lost_consume] + sorted(dup_sink) \
+            + sorted(dup_topic - lost_consume)
+        con.executemany("INSERT INTO orders_copy VALUES (?, ?)",
+                        ((i, text(times[i])) for i in rows))
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                  "queue.buffering.max.messages": 1_000_000, "acks": "1"})
+    t0 = time.monotonic()
+    for i in survivors + sorted(dup_topic):
+        t = times[i]
+        value = json.dumps({"order_id": i, "created_at": t.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "customer": f"customer-{i % 997}", "amount": (i % 50000) / 100,
+                            "currency": "EUR", "note": PADDING})
+        while True:
+            try:
+                p.produce(TOPIC, key=str(i), value=value, timestamp=int(t.timestamp() * 1000))
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    assert p.flush(120) == 0
+    return {"records_in_topic": len(survivors) + len(dup_topic), "upstream": n,
+            "lost_write": len(lost_write), "dup_topic": len(dup_topic),
+            "lost_consume": len(lost_consume), "dup_sink": len(dup_sink),
+            "fill_seconds": round(time.monotonic() - t0, 1)}
+
+
+FLOW = """
+flows:
+  bench:
+    owners: [bench@example.com]
+    bucket: 1h
+    grace: 10m
+    replays: 2
+    record: {{id: "$.order_id", event_time: "$.created_at"}}
+    tiers:
+      - name: upstream
+        type: sql
+        conn: "sqlite:///{work}/upstream.db"
+        ids: "SELECT order_id AS id, created_at AS event_time FROM orders
+              WHERE created_at >= :start AND created_at < :end"
+      - name: topic
+        type: kafka
+        bootstrap: "{bootstrap}"
+        topic: "{topic}"
+      - name: sink
+        type: sql
+        conn: "sqlite:///{work}/sink.db"
+        ids: "SELECT order_id AS id, created_at AS event_time FROM orders_copy
+              WHERE created_at >= :start AND created_at < :end"
+"""
+
+
+# ------------------------------------------------------------------ the readers
+def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: datetime,
+            master: str) -> dict[str, list[str]]:
+    env_py = [str(VENV_BIN / "python")]
+    out = {
+        "a_kafka_consumer_perf": [
+            java_binary(), "-Xmx1g", "-cp", kafka_classpath(),
+            "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap,
+            "--topic", TOPIC, "--messages", str(n_topic), "--timeout", "60000",
+            "--group", "perf-{run}"],
+        "b_plain_python": [*env_py, "-m", "bench.plain_consumer", "--bootstrap", bootstrap,
+                           "--topic", TOPIC, "--upstream", str(work / "upstream.db"),
+                           "--out", str(work / "plain-missing-{run}.csv")],
+        "d_kafka_recon": [str(VENV_BIN / "kafka-recon"), "run", "--config",
+                          str(work / "flows.yaml"), "--flow", "bench", "--start",
+                          start.isoformat(), "--end", end.isoformat(), "--out",
+                          str(work / "run-{run}"), "--master", master],
+        "e_quick_estimate": [*env_py, "-c",
+                             "import sys,time;from kafka_recon.topic import window_offsets;"
+                             "t=time.monotonic();r=window_offsets(sys.argv[1],sys.argv[2],"
+                             "int(sys.argv[3]),int(sys.argv[4]));"
+                             "print(sum(x.end-x.start for x in r), time.monotonic()-t)",
+                             bootstrap, TOPIC, str(int(start.timestamp() * 1000)),
+                             str(int((end + timedelta(minutes=10)).timestamp() * 1000))],
+    }
+    if shutil.which("kcat"):
+        out["c_kcat"] = ["sh", "-c", f"kcat -C -b {bootstrap} -t {TOPIC} -e -q -f '%o\\n' | "
+                                     "wc -l"]
+    return out
+
+
+def bench(n: int, repeats: int, master: str, base: Path,
+          only: set[str] | None = None) -> dict[str, Any]:
+    work = base / f"n{n}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, end = today - timedelta(days=1), today
+    kafka = KafkaCluster(work / "kafka", size=1, heap="1g").start()
+    try:
+        facts = fill(work, kafka.bootstrap, n, start)
+        (work / "flows.yaml").write_text(FLOW.format(work=work, bootstrap=kafka.bootstrap,
+                                                     topic=TOPIC))
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO_ROOT)}
+        results: dict[str, Any] = {}
+        for name, cmd in readers(work, kafka.bootstrap, facts["records_in_topic"], start, end,
+                                 master).items():
+            if only and name.split("_")[0] not in only:
+                continue
+            runs = []
+            for r in range(repeats):
+                m = measured([c.replace("{run}", f"{name}-{r}") for c in cmd], env=env)
+                runs.append(m)
+                print(f"n={n} {name} run {r + 1}: {m['seconds']:.2f}s {m['peak_rss_mb']}",
+                      flush=True)
+            secs = [m["seconds"] for m in runs]
+            results[name] = {
+                "seconds": summary(secs),
+                "records_per_second": round(facts["records_in_topic"]
+                                            / statistics.median(secs)),
+                "peak_rss_mb": {k: max(m["peak_rss_mb"].get(k, 0) for m in runs)
+                                for k in runs[-1]["peak_rss_mb"]},
+                "last_stdout": runs[-1]["stdout"][-400:],
+            }
+        if {"b_plain_python", "d_kafka_recon"} <= set(results):
+            results["same_answer"] = same_answer(work, repeats)
+        return {"records": n, "data": facts, "results": results}
+    finally:
+        kafka.stop()
+
+
+def same_answer(work: Path, repeats: int) -> dict[str, Any]:
+    """Do the plain script and kafka-recon name the same missing ids (upstream -> topic)?"""
+    import csv
+
+    def ids(path: Path) -> set[str]:
+        with path.open() as fh:
+            return {row["id"] for row in csv.DictReader(fh)}
+
+    plain = ids(work / f"plain-missing-b_plain_python-{repeats - 1}.csv")
+    ours = ids(work / f"run-d_kafka_recon-{repeats - 1}" / "missing" / "upstream__topic.csv")
+    return {"plain": len(plain), "kafka_recon": len(ours), "equal": plain == ours}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="make bench", description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out")
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results.json")
+    p.add_argument("--readers", default="a,b,c,d,e",
+                   help="which to run: a kafka perf, b plain python, c kcat, d us, e estimate")
+    p.add_argument("--keep", action="store_true", help="keep the topic and tables afterwards")
+    a = p.parse_args(argv)
+    run = bench(a.records, a.repeats, a.master, a.work, set(a.readers.split(",")))
+    r = run["results"]
+    rps = {k.split("_")[0]: v["records_per_second"] for k, v in r.items() if "_" in k
+           and isinstance(v, dict) and "records_per_second" in v}
+    run["ratios"] = {f"d_over_{x}": round(rps["d"] / rps[x], 3) for x in ("a", "b")
+                     if "d" in rps and x in rps}
+    if not a.keep:
+        shutil.rmtree(a.work / f"n{a.records}", ignore_errors=True)
+    run["machine"] = {"cores": os.cpu_count(), "memory_gb": round(
+        os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "python": platform.python_version(), "master": a.master,
+        "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    a.out.write_text(json.dumps(run, indent=2))
+    print(json.dumps({"ratios": run["ratios"], "same_answer": r.get("same_answer")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
