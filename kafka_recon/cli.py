@@ -11,7 +11,9 @@ Exit codes (DESIGN.md): 0 status ok; 1 findings or inconclusive; 2 the run could
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +23,19 @@ EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 class UsageError(ValueError):
     pass
+
+
+class Stopwatch:
+    """Seconds per step, kept in the run folder: where a run's time goes, for tuning."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(now - self._t, 3)
+        self._t = now
 
 
 def _run(a: argparse.Namespace) -> int:
@@ -41,19 +56,26 @@ def _run(a: argparse.Namespace) -> int:
         raise UsageError(f"--replays {a.replays}: expected 1 to 10")
     out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
+    clock = Stopwatch()
     for stale in ("result.json", "stage.json", "replays.json"):
         (out / stale).unlink(missing_ok=True)  # a re-run never shows an older run's answer
     pipeline.stage(flow, window, out, a.config.parent)  # checks the topic before Spark
+    clock.lap("stage")
     spark = session(f"kafka-recon {flow.name}", master=a.master, jars=spark_jars())
     spark.sparkContext.setLogLevel("WARN")
+    clock.lap("spark_start")
     try:
         job_args = SimpleNamespace(config=a.config, flow=a.flow, start=a.start, end=a.end,
                                    out=out, replays=a.replays)
         replay_job.run(spark, job_args)  # type: ignore[arg-type]
+        clock.lap("replay")
         result = reconcile_job.run(spark, job_args)  # type: ignore[arg-type]
+        clock.lap("reconcile")
     finally:
         spark.stop()
     pipeline.report(out)
+    clock.lap("report")
+    (out / "timings.json").write_text(json.dumps(clock.laps, indent=2))
     print(verdict(result))
     print(f"result: {out / 'result.json'}")
     return EXIT_OK if result["status"] == "ok" else EXIT_FINDINGS

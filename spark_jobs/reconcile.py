@@ -228,8 +228,10 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
                         else upstream_ids.unionByName(c.select("id"))
             assert upstream_ids is not None
             stem = f"{a.name}__{b.name}.csv"
-            miss, unexp = missing(up, down), unexpected(down, upstream_ids.distinct())
-            dup = duplicated(up, down)
+            # each feeds an id file and the per-bucket counts: computed once, not twice
+            miss = missing(up, down).cache()
+            unexp = unexpected(down, upstream_ids.distinct()).cache()
+            dup = duplicated(up, down).cache()
             hop.update(
                 exact=True, expected=ta["distinct"], observed=tb["distinct"],
                 missing_ids=write_ids(miss, out / "missing" / stem, ["id"]),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import uuid
 from datetime import datetime
@@ -21,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -44,6 +48,14 @@ def extract_records(raw: DataFrame, id_path: str, event_time_path: str) -> DataF
     from pyspark.sql import functions as F
 
     value = F.col("value").cast("string")
+    top = [p[2:] for p in (id_path, event_time_path) if TOP_LEVEL.match(p)]
+    if len(top) == 2:
+        # both are top-level fields: parse each value once, not once per field
+        parsed = raw.select(F.json_tuple(value, *top).alias("_id", "_ts"), "partition",
+                            "offset", "timestamp")
+        return parsed.select(F.col("_id").alias("id"),
+                             F.col("_ts").cast("timestamp").alias("event_time"),
+                             "partition", "offset", F.col("timestamp").alias("kafka_ts"))
     rec_id = (F.col("key").cast("string") if id_path == "key"
               else F.get_json_object(value, id_path))
     event_time = (F.col("timestamp") if event_time_path == "kafka_timestamp"

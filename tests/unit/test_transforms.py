@@ -142,3 +142,21 @@ def test_fingerprint_ignores_order_and_sees_a_changed_id(spark: SparkSession) ->
     a = [("1", at(1), 0, 1, at(1)), ("2", at(2), 0, 2, at(2))]
     assert fp(a) == fp(list(reversed(a)))
     assert fp(a) != fp([("1", at(1), 0, 1, at(1)), ("3", at(2), 0, 2, at(2))])
+
+
+def test_top_level_fields_are_parsed_once_with_the_same_answer(spark: SparkSession) -> None:
+    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                         StructField("partition", IntegerType()),
+                         StructField("offset", LongType()),
+                         StructField("timestamp", TimestampType())])
+    raw = spark.createDataFrame([
+        (b"k1", b'{"id": 7, "t": "2026-11-20T05:00:00Z"}', 0, 1, at(300)),
+        (b"k2", b"<not json>", 0, 2, at(301)),
+        (b"k3", b'{"t": "2026-11-20T06:00:00Z"}', 0, 3, at(302)),
+    ], schema)
+    fast = P.extract_records(raw, "$.id", "$.t")            # json_tuple: one parse per value
+    assert "json_tuple" in fast._jdf.queryExecution().analyzed().toString()
+    got = [(r["id"], r["event_time"], r["offset"]) for r in fast.collect()]
+    assert got == [("7", datetime(2026, 11, 20, 5), 1), (None, None, 2),
+                   (None, datetime(2026, 11, 20, 6), 3)]
+    assert fast.columns == ["id", "event_time", "partition", "offset", "kafka_ts"]
