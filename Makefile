@@ -51,7 +51,7 @@ test-integration: setup
 bench: setup
 	-command -v kcat >/dev/null || (apt-get install -y -qq kcat >/dev/null 2>&1 || true)
 	$(PY) -m bench.run $(BENCH_ARGS)
-	$(PY) -m bench.report bench/results.json
+	$(PY) -m bench.report
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -30,14 +30,14 @@ def table(run: dict[str, Any]) -> list[str]:
 
 
 def main(paths: list[str]) -> int:
-    runs = [json.loads(Path(p).read_text()) for p in paths]
+    runs = [{**json.loads(Path(p).read_text()), "file": Path(p).name} for p in sorted(paths)]
     out = ["# Performance", "",
            "Measured by `make bench` (`python -m bench.run`), every reader on the same topic in "
            "one run, on a shared and noisy machine: compare ratios within a run, not across runs.",
            ""]
     for run in runs:
         m = run["machine"]
-        out += [f"## {run['records']:,} records, Spark `{m['master']}`", "",
+        out += [f"## {run['records']:,} records, Spark `{m['master']}` ({run['file']})", "",
                 f"{m['cores']} cores, {m['memory_gb']} GiB, Python {m['python']}, {m['when']}. "
                 f"Data: {json.dumps(run['data'])}.", ""]
         out += table(run)
@@ -58,4 +58,5 @@ def main(paths: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:] or [str(REPO_ROOT / "bench" / "results.json")]))
+    raise SystemExit(main(sys.argv[1:] or sorted(str(p) for p in
+                                                 (REPO_ROOT / "bench").glob("results*.json"))))
