@@ -17,6 +17,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka_recon.config import Flow
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -81,15 +85,22 @@ def _run(a: argparse.Namespace) -> int:
     return EXIT_OK if result["status"] == "ok" else EXIT_FINDINGS
 
 
-def _snapshot(a: argparse.Namespace) -> int:
+def _selected_flows(a: argparse.Namespace) -> dict[str, Flow]:
+    """Every flow of the config, or the one --flow names."""
     from kafka_recon.config import load_flows
-    from kafka_recon.flume import store_path, take_snapshots
 
     flows = load_flows(a.config)
-    if a.flow:
-        if a.flow not in flows:
-            raise UsageError(f"{a.config}: no flow named '{a.flow}'")
-        flows = {a.flow: flows[a.flow]}
+    if not a.flow:
+        return flows
+    if a.flow not in flows:
+        raise UsageError(f"{a.config}: no flow named '{a.flow}'")
+    return {a.flow: flows[a.flow]}
+
+
+def _snapshot(a: argparse.Namespace) -> int:
+    from kafka_recon.flume import store_path, take_snapshots
+
+    flows = _selected_flows(a)
     path = a.store or store_path()
     taken = take_snapshots(flows, path)
     for t in taken:
@@ -101,13 +112,8 @@ def _snapshot(a: argparse.Namespace) -> int:
 
 def _audit(a: argparse.Namespace) -> int:
     from kafka_recon.audit import audit_flow
-    from kafka_recon.config import load_flows
 
-    flows = load_flows(a.config)
-    if a.flow:
-        if a.flow not in flows:
-            raise UsageError(f"{a.config}: no flow named '{a.flow}'")
-        flows = {a.flow: flows[a.flow]}
+    flows = _selected_flows(a)
     high = 0
     print(f"{'flow':<16} {'severity':<8} {'rule':<22} {'where':<14} observed -> recommended")
     for flow in flows.values():

@@ -32,7 +32,8 @@ def run_dir(flow: str, start: str, end: str, root: Path | None = None) -> Path:
     return (root or runs_root()) / flow / safe
 
 
-def _write_json(path: Path, payload: Any) -> None:
+def write_json(path: Path, payload: Any) -> None:
+    """Whole or not at all: a reader never sees half a file, a re-run replaces it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, default=str))
@@ -50,7 +51,7 @@ def unreadable(flow: Flow, window: Window, out: Path, reason: str) -> dict[str, 
     result = {"flow": flow.name, "window": window.as_json(), "status": "inconclusive",
               "tiers": [], "hops": [], "replays": [], "replays_consistent": False,
               "findings": [], "reasons": [reason]}
-    _write_json(out / "result.json", result)
+    write_json(out / "result.json", result)
     return result
 
 
@@ -78,8 +79,8 @@ def stage(flow: Flow, window: Window, out: Path, config_dir: Path | None = None
     except (SourceError, FlumeError, TopicError, JdbcError) as exc:
         unreadable(flow, window, out, f"a source could not be read: {exc}")
         raise
-    _write_json(out / "audit.json", audit)
-    _write_json(out / "stage.json", staged)
+    write_json(out / "audit.json", audit)
+    write_json(out / "stage.json", staged)
     return staged
 
 

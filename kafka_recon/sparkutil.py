@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from argparse import Namespace
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,3 +38,15 @@ def session(app: str, master: str | None = None, jars: list[str] | None = None) 
     for key, value in {**UTC_CONF, **SMALL_DATA_CONF}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def submit_main(step: str, args: Namespace, run: Callable[[SparkSession, Namespace], Any],
+                summary: Callable[[Any], Any]) -> int:
+    """A spark-submit job's main: one session, the step, a one-line summary for the log."""
+    spark = session(f"kafka-recon {step} {args.flow}")
+    try:
+        out = run(spark, args)
+    finally:
+        spark.stop()
+    print(json.dumps(summary(out)))
+    return 0

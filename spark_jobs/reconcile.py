@@ -158,6 +158,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from kafka_recon.config import KafkaTier, load_flow
+    from kafka_recon.pipeline import write_json
     from kafka_recon.reconcile import build_result
     from kafka_recon.window import Window
 
@@ -260,30 +261,22 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
         hops.append(hop)
 
     aggregates = {"tiers": tiers, "hops": hops}
-    (out / "reconcile.json").write_text(json.dumps(aggregates, indent=2))
+    write_json(out / "reconcile.json", aggregates)
     audit_path = out / "audit.json"
     result = build_result(flow, window, aggregates, replays,
                           stage_reasons=[r for t in staged.values() for r in t.get("reasons", [])],
                           out=str(out),
                           audit=json.loads(audit_path.read_text()) if audit_path.exists() else [])
-    tmp = out / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out / "result.json")
+    write_json(out / "result.json", result)
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kafka_recon.sparkutil import session
+    from kafka_recon.sparkutil import submit_main
 
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = session(f"kafka-recon reconcile {args.flow}")
-    try:
-        result = run(spark, args)
-    finally:
-        spark.stop()
-    print(json.dumps({"status": result["status"],
-                      "findings": [(f["kind"], f["hop"], f["count"]) for f in result["findings"]]}))
-    return 0
+    return submit_main("reconcile", parse_args(sys.argv[1:] if argv is None else argv), run,
+                       lambda r: {"status": r["status"], "findings": [
+                           (f["kind"], f["hop"], f["count"]) for f in r["findings"]]})
 
 
 if __name__ == "__main__":

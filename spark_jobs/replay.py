@@ -12,7 +12,6 @@ the reconcile step; only one summary row per replay reaches the driver.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import uuid
@@ -114,6 +113,7 @@ def replay_dir(out: Path, n: int) -> Path:
 
 def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     from kafka_recon.config import load_flow
+    from kafka_recon.pipeline import write_json
     from kafka_recon.topic import (
         as_json,
         committed_offsets,
@@ -149,24 +149,16 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
         "committed": {g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
         "replays": replays,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    tmp = args.out / "replays.json.tmp"
-    tmp.write_text(json.dumps(out, indent=2))
-    tmp.replace(args.out / "replays.json")
+    write_json(args.out / "replays.json", out)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kafka_recon.sparkutil import session
+    from kafka_recon.sparkutil import submit_main
 
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = session(f"kafka-recon replay {args.flow}")
-    try:
-        out = run(spark, args)
-    finally:
-        spark.stop()
-    print(json.dumps({"replays": [(r["group"], r["count"]) for r in out["replays"]]}))
-    return 0
+    return submit_main("replay", parse_args(sys.argv[1:] if argv is None else argv), run,
+                       lambda out: {"replays": [(r["group"], r["count"])
+                                                for r in out["replays"]]})
 
 
 if __name__ == "__main__":

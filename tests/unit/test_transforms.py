@@ -31,6 +31,10 @@ HOUR = 3600
 TOPIC = StructType([StructField("id", StringType()), StructField("event_time", TimestampType()),
                     StructField("partition", IntegerType()), StructField("offset", LongType()),
                     StructField("kafka_ts", TimestampType())])
+KAFKA_ROWS = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                         StructField("partition", IntegerType()),
+                         StructField("offset", LongType()),
+                         StructField("timestamp", TimestampType())])
 TABLE = StructType([StructField("id", StringType()), StructField("event_time", TimestampType())])
 
 
@@ -117,15 +121,11 @@ def test_unidentifiable_records_are_kept_with_partition_and_offset(spark: SparkS
 
 def test_extract_records_reads_json_paths_and_keeps_unreadable_values(
         spark: SparkSession) -> None:
-    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
-                         StructField("partition", IntegerType()),
-                         StructField("offset", LongType()),
-                         StructField("timestamp", TimestampType())])
     raw = spark.createDataFrame([
         (b"k1", b'{"o": {"id": 7}, "t": "2026-11-20T05:00:00Z"}', 0, 1, at(300)),
         (b"k2", b"<not json>", 0, 2, at(301)),
         (b"k3", b'{"t": "2026-11-20T06:00:00Z"}', 0, 3, at(302)),
-    ], schema)
+    ], KAFKA_ROWS)
     recs = P.extract_records(raw, "$.o.id", "$.t").collect()
     assert [(r["id"], r["event_time"]) for r in recs] == [
         ("7", datetime(2026, 11, 20, 5)), (None, None), (None, datetime(2026, 11, 20, 6))]
@@ -145,15 +145,11 @@ def test_fingerprint_ignores_order_and_sees_a_changed_id(spark: SparkSession) ->
 
 
 def test_top_level_fields_are_parsed_once_with_the_same_answer(spark: SparkSession) -> None:
-    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
-                         StructField("partition", IntegerType()),
-                         StructField("offset", LongType()),
-                         StructField("timestamp", TimestampType())])
     raw = spark.createDataFrame([
         (b"k1", b'{"id": 7, "t": "2026-11-20T05:00:00Z"}', 0, 1, at(300)),
         (b"k2", b"<not json>", 0, 2, at(301)),
         (b"k3", b'{"t": "2026-11-20T06:00:00Z"}', 0, 3, at(302)),
-    ], schema)
+    ], KAFKA_ROWS)
     fast = P.extract_records(raw, "$.id", "$.t")            # json_tuple: one parse per value
     assert "json_tuple" in fast._jdf.queryExecution().analyzed().toString()
     got = [(r["id"], r["event_time"], r["offset"]) for r in fast.collect()]
