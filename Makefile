@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv jars demo test test-unit test-integration lint lock clean bench
+.PHONY: all setup venv jars demo test test-unit test-integration lint lock clean bench postgres
 BENCH_ARGS ?=
 
 all: setup
@@ -37,14 +37,20 @@ jars: .jars/.installed
 demo: setup
 	$(PY) -m kafka_recon.demo
 
-test: setup
+# the integration tier runs a private PostgreSQL from Debian's package
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; } || \
+	  { echo "PostgreSQL not found: apt-get install postgresql (Debian's package)"; exit 2; }
+
+test: setup postgres
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test-integration: setup
+test-integration: setup postgres
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 # speed and memory goals: never timed tests. BENCH_ARGS="--records 10000000" for the big run.
