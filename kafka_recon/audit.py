@@ -140,9 +140,11 @@ def _min_isr_low(f: Facts) -> list[Hit]:
 
 
 def _min_isr_equal_rf(f: Facts) -> list[Hit]:
-    return _one(_rf(f) > 0 and _min_isr(f) >= _rf(f),
-                f"min.insync.replicas={_min_isr(f)} with replication factor {_rf(f)}",
-                f"min.insync.replicas={max(1, _rf(f) - 1)} (below the replication factor)")
+    rf = _rf(f)
+    advice = (f"min.insync.replicas={rf - 1} (below the replication factor)" if rf > 2
+              else "replication factor 3 with min.insync.replicas=2")
+    return _one(rf > 0 and _min_isr(f) >= rf,
+                f"min.insync.replicas={_min_isr(f)} with replication factor {rf}", advice)
 
 
 def _unclean(f: Facts) -> list[Hit]:
@@ -315,9 +317,8 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
     )
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-    from kafka_recon.topic import _first_timestamp, check_topic, committed_offsets
+    from kafka_recon.topic import _first_timestamp, committed_offsets, topic_metadata
 
-    parts = check_topic(tier.bootstrap, tier.topic)
     admin = AdminClient({"bootstrap.servers": tier.bootstrap, "log_level": 3})
 
     def settled(ask: Callable[[], Any], tries: int = 15) -> Any:
@@ -339,7 +340,7 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
     try:
         # plain metadata (any live broker answers), not DescribeTopics, which waits for the
         # broker the client takes for controller even when that one just died
-        md = admin.list_topics(tier.topic, timeout=TIMEOUT_S).topics[tier.topic]
+        cluster_md, md = topic_metadata(admin, tier.bootstrap, tier.topic)
         partitions = [{"id": p.id, "leader": p.leader, "replicas": sorted(p.replicas),
                        "isr": sorted(p.isrs)} for p in sorted(md.partitions.values(),
                                                               key=lambda p: p.id)]
@@ -351,11 +352,10 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
             return fresh.describe_configs([res], request_timeout=5)[res].result(6)
 
         topic_cfg = {k: e.value for k, e in settled(topic_configs).items()}
-        cluster = admin.describe_cluster().result(TIMEOUT_S)
         broker_cfg: dict[str, str] = {}
         # metadata may still list a broker that just died: ask the next one
-        for node in sorted(cluster.nodes, key=lambda n: n.id):
-            broker = ConfigResource(ResourceType.BROKER, str(node.id))
+        for node_id in sorted(cluster_md.brokers):
+            broker = ConfigResource(ResourceType.BROKER, str(node_id))
             try:
                 broker_cfg = {k: e.value for k, e in
                               admin.describe_configs([broker])[broker].result(5).items()}
@@ -368,6 +368,7 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
 
     now_ms = now_ms or int(time.time() * 1000)
     groups: dict[str, dict[str, Any]] = {}
+    parts = [p["id"] for p in partitions]
     committed = committed_offsets(tier.bootstrap, tier.topic, tier.consumer_groups, parts)
     consumer = Consumer({"bootstrap.servers": tier.bootstrap, "enable.auto.commit": False,
                          "group.id": f"kafka-recon-audit-{uuid.uuid4()}", "log_level": 3})

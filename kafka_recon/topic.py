@@ -42,10 +42,14 @@ def _consumer(bootstrap: str) -> Any:
     })
 
 
-def partitions(consumer: Any, bootstrap: str, topic: str, settle_s: float = 5.0) -> list[int]:
-    """The topic's partition ids. A new topic's metadata reaches brokers one by one, and a
-    leader election leaves partitions briefly leaderless: those are retried for a few seconds
-    before the topic is called missing."""
+def topic_metadata(client: Any, bootstrap: str, topic: str,
+                   settle_s: float = 10.0) -> tuple[Any, Any]:
+    """(cluster metadata, topic metadata) once a broker answers with the topic whole.
+
+    A new topic's metadata reaches brokers one by one, and a leader election leaves partitions
+    briefly leaderless: those answers are retried for a few seconds before the topic is called
+    missing.
+    """
     import time
 
     from confluent_kafka import KafkaException
@@ -53,17 +57,22 @@ def partitions(consumer: Any, bootstrap: str, topic: str, settle_s: float = 5.0)
     deadline = time.monotonic() + settle_s
     while True:
         try:
-            md = consumer.list_topics(topic, timeout=TIMEOUT_S)
+            md = client.list_topics(topic, timeout=TIMEOUT_S)
         except KafkaException as exc:
             raise TopicError(f"kafka at {bootstrap} cannot be reached: {exc}") from exc
         tmd = md.topics.get(topic)
         if tmd is not None and tmd.error is None and tmd.partitions:
-            return sorted(tmd.partitions)
+            return md, tmd
         if time.monotonic() > deadline:
             raise TopicError(f"topic '{topic}' does not exist on kafka at {bootstrap}"
                              + (f" ({tmd.error.str()})" if tmd is not None and tmd.error
                                 else ""))
         time.sleep(0.3)
+
+
+def partitions(consumer: Any, bootstrap: str, topic: str) -> list[int]:
+    """The topic's partition ids."""
+    return sorted(topic_metadata(consumer, bootstrap, topic)[1].partitions)
 
 
 def check_topic(bootstrap: str, topic: str) -> list[int]:
@@ -128,18 +137,34 @@ def committed_offsets(bootstrap: str, topic: str, groups: list[str],
     """Each production group's committed offset per partition (NO_COMMIT if none)."""
     if not groups:
         return {}
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-    from confluent_kafka.admin import AdminClient
+    import time
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    # An OffsetFetch through a consumer that never subscribes: it does not join the group and
+    # never commits. (AdminClient.list_consumer_group_offsets crashes the process, in
+    # confluent-kafka 2.16, when the coordinator answers NOT_COORDINATOR.)
+    waiting = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+               KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
     out: dict[str, dict[int, int]] = {}
     for group in groups:
-        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "enable.auto.commit": False, "log_level": 3})
         try:
-            res = admin.list_consumer_group_offsets([req])[group].result(TIMEOUT_S)
-        except KafkaException as exc:
-            raise TopicError(f"consumer group '{group}' on kafka at {bootstrap}: {exc}") from exc
-        out[group] = {tp.partition: tp.offset for tp in res.topic_partitions}
+            deadline = time.monotonic() + 3 * TIMEOUT_S
+            while True:
+                try:
+                    res = consumer.committed([TopicPartition(topic, p) for p in parts],
+                                             timeout=TIMEOUT_S)
+                    break
+                except KafkaException as exc:
+                    if exc.args[0].code() not in waiting or time.monotonic() > deadline:
+                        raise TopicError(f"consumer group '{group}' on kafka at {bootstrap}: "
+                                         f"{exc}") from exc
+                    time.sleep(0.5)  # the group coordinator is still loading
+        finally:
+            consumer.close()
+        out[group] = {tp.partition: tp.offset for tp in res}
     return out
 
 

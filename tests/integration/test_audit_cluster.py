@@ -132,6 +132,13 @@ def test_group_lagging_past_retention_gives_the_retention_finding(
     assert f["where"] == f"{name}-loader" and f["side"] == "consume"
 
 
+def test_a_group_that_never_committed_is_read_without_crashing(
+        cluster: KafkaCluster, tmp_path: Path) -> None:
+    # AdminClient.list_consumer_group_offsets crashed the process for such a group
+    found = audit(cluster, tmp_path, topic(cluster), groups=[f"never-{uuid.uuid4().hex[:6]}"])
+    assert "R1-retention-vs-lag" not in rules(found)
+
+
 def test_client_rules_from_declared_settings_and_a_properties_file(
         cluster: KafkaCluster, tmp_path: Path) -> None:
     (tmp_path / "consumer.properties").write_text("group.id=loader\nenable.auto.commit=true\n")
