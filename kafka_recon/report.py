@@ -19,7 +19,9 @@ def when(buckets: list[str], bucket_seconds: int | None) -> str:
         return ""
     starts = [datetime.fromisoformat(b.replace("Z", "+00:00")) for b in sorted(buckets)]
     step = timedelta(seconds=bucket_seconds)
-    fmt = "%H:%M" if bucket_seconds < 86400 else "%Y-%m-%d"
+    same_day = starts[0].date() == (starts[-1] + step).date()
+    fmt = "%H:%M" if bucket_seconds < 86400 and same_day else \
+        "%Y-%m-%d %H:%M" if bucket_seconds < 86400 else "%Y-%m-%d"
     if len(starts) <= 3:
         return ", " + ", ".join(f"{s:{fmt}}-{s + step:{fmt}}" for s in starts)
     return f", in {len(starts)} buckets from {starts[0]:{fmt}} to {starts[-1] + step:{fmt}}"

@@ -50,3 +50,8 @@ def test_sentences_say_when_records_went_missing() -> None:
     many = {**one, "findings": [{**one["findings"][0],
                                  "buckets": [f"2026-11-20T{h:02d}:00:00Z" for h in range(2, 9)]}]}
     assert sentences(many)[0].endswith(", in 7 buckets from 02:00 to 09:00.")
+    whole_day = {**one, "findings": [{**one["findings"][0],
+                                      "buckets": [f"2026-11-20T{h:02d}:00:00Z"
+                                                  for h in range(24)]}]}
+    assert sentences(whole_day)[0].endswith(
+        ", in 24 buckets from 2026-11-20 00:00 to 2026-11-21 00:00.")
