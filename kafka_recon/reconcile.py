@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafka_recon.config import Flow
-from kafka_recon.topic import NO_COMMIT
+from kafka_recon.topic import PartitionRange, deleted_before_consumed, retention_cut
 from kafka_recon.window import Window
 
 _MEASURES = ("expected", "observed", "missing", "unexpected", "duplicate")
@@ -42,26 +42,23 @@ def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
     """Reasons the topic's window is incomplete, and consume-side losses to retention."""
     reasons: list[str] = []
     findings: list[dict[str, Any]] = []
-    start_ms = Window.millis(window.start)
     tier = flow.topic_tier
-    cut = [o["partition"] for o in topic.get("offsets", [])
-           if o["log_start"] > 0 and (o.get("first_timestamp") is None
-                                      or o["first_timestamp"] >= start_ms)]
+    ranges = [PartitionRange(**o) for o in topic.get("offsets", [])]
+    cut = retention_cut(ranges, Window.millis(window.start))
     if cut:
         reasons.append(f"retention already deleted the start of the window from topic "
                        f"'{tier.topic}' (partitions {cut}): deleted records cannot be counted")
-    log_start = {o["partition"]: o["log_start"] for o in topic.get("offsets", [])}
     names = [p.name for p in flow.points]
     after = names[names.index(tier.name) + 1] if names[-1] != tier.name else tier.name
-    for group, offsets in sorted(topic.get("committed", {}).items()):
-        lost = sum(log_start.get(int(p), 0) - off for p, off in offsets.items()
-                   if off != NO_COMMIT and off < log_start.get(int(p), 0))
-        if lost:
-            findings.append({"kind": "loss", "side": "consume", "hop": f"{tier.name}->{after}",
-                             "count": lost, "ids": None, "cause": "retention", "group": group,
-                             "buckets": [], "within_tolerance": False})
-            reasons.append(f"consumer group '{group}' had not consumed {lost} offsets of topic "
-                           f"'{tier.topic}' that retention deleted: they are lost to it")
+    # replays.json keeps partitions as JSON keys: strings
+    committed = {g: {int(p): off for p, off in offs.items()}
+                 for g, offs in topic.get("committed", {}).items()}
+    for group, lost in sorted(deleted_before_consumed(ranges, committed).items()):
+        findings.append({"kind": "loss", "side": "consume", "hop": f"{tier.name}->{after}",
+                         "count": lost, "ids": None, "cause": "retention", "group": group,
+                         "buckets": [], "within_tolerance": False})
+        reasons.append(f"consumer group '{group}' had not consumed {lost} offsets of topic "
+                       f"'{tier.topic}' that retention deleted: they are lost to it")
     return reasons, findings
 
 

@@ -174,7 +174,7 @@ def deleted_before_consumed(ranges: list[PartitionRange],
     log_start = {r.partition: r.log_start for r in ranges}
     out = {}
     for group, offsets in committed.items():
-        lost = sum(log_start[p] - off for p, off in offsets.items()
+        lost = sum(log_start.get(p, 0) - off for p, off in offsets.items()
                    if off != NO_COMMIT and off < log_start.get(p, 0))
         if lost:
             out[group] = lost
