@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,6 +39,17 @@ def session(app: str, master: str | None = None, jars: list[str] | None = None) 
     for key, value in {**UTC_CONF, **SMALL_DATA_CONF}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def window_job_parser(prog: str, description: str, out_help: str) -> ArgumentParser:
+    """The arguments every window job takes: which flow, which window, which run folder."""
+    p = ArgumentParser(prog=prog, description=description)
+    p.add_argument("--config", required=True, type=Path, help="flow config YAML")
+    p.add_argument("--flow", required=True, help="flow name in the config")
+    p.add_argument("--start", required=True, help="window start, ISO 8601")
+    p.add_argument("--end", required=True, help="window end, ISO 8601")
+    p.add_argument("--out", required=True, type=Path, help=out_help)
+    return p
 
 
 def submit_main(step: str, args: Namespace, run: Callable[[SparkSession, Namespace], Any],

@@ -24,14 +24,10 @@ JDBC_SLICES = 4
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="reconcile", description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True, type=Path, help="flow config YAML")
-    p.add_argument("--flow", required=True, help="flow name in the config")
-    p.add_argument("--start", required=True, help="window start, ISO 8601")
-    p.add_argument("--end", required=True, help="window end, ISO 8601")
-    p.add_argument("--out", required=True, type=Path,
-                   help="run folder holding stage.json and replays/ from the earlier steps")
-    return p.parse_args(argv)
+    from kafka_recon.sparkutil import window_job_parser
+
+    return window_job_parser("reconcile", __doc__.splitlines()[0], "run folder holding "
+                             "stage.json and replays/ from the earlier steps").parse_args(argv)
 
 
 # ------------------------------------------------------------------ pure transforms
@@ -216,17 +212,15 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
         tiers.append(info)
 
     hops: list[dict[str, Any]] = []
+    upstream_ids: DataFrame | None = None  # ids of every exact point up to the hop's start
     for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
         up, down = counts[a.name], counts[b.name]
         ta, tb = tiers[i], tiers[i + 1]
         hop: dict[str, Any] = {"from": a.name, "to": b.name, "side": flow.side_of(a.name)}
+        if up is not None:
+            upstream_ids = up.select("id") if upstream_ids is None \
+                else upstream_ids.unionByName(up.select("id"))
         if up is not None and down is not None:
-            upstream_ids = None
-            for t in points[: i + 1]:
-                c = counts[t.name]
-                if c is not None:
-                    upstream_ids = c.select("id") if upstream_ids is None \
-                        else upstream_ids.unionByName(c.select("id"))
             assert upstream_ids is not None
             stem = f"{a.name}__{b.name}.csv"
             # each feeds an id file and the per-bucket counts: computed once, not twice
@@ -242,9 +236,6 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
                          "duplicate": _buckets(dup, "extra"),
                          "expected": _buckets(up), "observed": _buckets(down)},
             )
-            hop["missing"] = sum(hop["buckets"]["missing"].values())
-            hop["unexpected"] = sum(hop["buckets"]["unexpected"].values())
-            hop["duplicate"] = sum(hop["buckets"]["duplicate"].values())
         else:
             # a count-only end: compare record counts per bucket
             keys = sorted(set(ta["buckets"]) | set(tb["buckets"]))
@@ -255,9 +246,8 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
                        buckets={"missing": {k: max(0, e[k] - o[k]) for k in keys},
                                 "unexpected": {k: max(0, o[k] - e[k]) for k in keys},
                                 "duplicate": {}, "expected": e, "observed": o})
-            hop["missing"] = sum(hop["buckets"]["missing"].values())
-            hop["unexpected"] = sum(hop["buckets"]["unexpected"].values())
-            hop["duplicate"] = 0
+        for key in ("missing", "unexpected", "duplicate"):
+            hop[key] = sum(hop["buckets"][key].values())
         hops.append(hop)
 
     aggregates = {"tiers": tiers, "hops": hops}

@@ -27,12 +27,9 @@ TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="replay", description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True, type=Path, help="flow config YAML")
-    p.add_argument("--flow", required=True, help="flow name in the config")
-    p.add_argument("--start", required=True, help="window start, ISO 8601")
-    p.add_argument("--end", required=True, help="window end, ISO 8601")
-    p.add_argument("--out", required=True, type=Path, help="run folder")
+    from kafka_recon.sparkutil import window_job_parser
+
+    p = window_job_parser("replay", __doc__.splitlines()[0], "run folder")
     p.add_argument("--replays", type=int, default=None, help="override the flow's replay count")
     return p.parse_args(argv)
 
