@@ -140,6 +140,31 @@ class Scenario:
             return {int(r["id"]) for r in csv.DictReader(fh)}
 
 
+def commit_offset(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
+    """Commit a group's offset as its application would, once the group coordinator answers
+    (it moves while a broker restarts, and loads on a fresh broker)."""
+    import time
+
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    waiting = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+               KafkaError.COORDINATOR_NOT_AVAILABLE}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, partition, offset)],
+                                asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() not in waiting or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
 def findings(result: dict[str, Any]) -> list[tuple[str, str, str, int]]:
     """The reconciliation's findings (the audit's config_risk and health ones aside)."""
     return sorted((f["kind"], f["side"], f["hop"], f["count"]) for f in result["findings"]

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_recon.audit import audit_flow
 from kafka_recon.config import load_flow
 from kafka_recon.devenv.kafka import KafkaCluster
+from tests.integration.engine_harness import commit_offset
 
 pytestmark = pytest.mark.integration
 
@@ -124,9 +125,7 @@ def test_group_lagging_past_retention_gives_the_retention_finding(
     for i in range(5):
         p.produce(name, value=str(i), partition=0, timestamp=five_hours_ago + i)
     assert p.flush(30) == 0
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{name}-loader"})
-    c.commit(offsets=[TopicPartition(name, 0, 1)], asynchronous=False)
-    c.close()
+    commit_offset(cluster.bootstrap, f"{name}-loader", name, 0, 1)
     found = audit(cluster, tmp_path, name, groups=[f"{name}-loader"])
     (f,) = [x for x in found if x["rule"] == "R1-retention-vs-lag"]
     assert f["where"] == f"{name}-loader" and f["side"] == "consume"

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_recon.devenv.kafka import KafkaCluster
-from tests.integration.engine_harness import END, Scenario, at, findings
+from tests.integration.engine_harness import END, Scenario, at, commit_offset, findings
 
 pytestmark = pytest.mark.integration
 
@@ -126,9 +126,7 @@ def test_retention_that_deleted_part_of_the_window_is_inconclusive(
     scn.sink(rows())
     # the production group had consumed only 10 records when the log start moved to 30;
     # DeleteRecords advances the log start offset exactly as retention does
-    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "loader"})
-    c.commit(offsets=[TopicPartition(scn.topic, 0, 10)], asynchronous=False)
-    c.close()
+    commit_offset(kafka.bootstrap, "loader", scn.topic, 0, 10)
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     for fut in admin.delete_records([TopicPartition(scn.topic, 0, 30)]).values():
         fut.result(30)
