@@ -115,15 +115,24 @@ class Tolerance(_Strict):
     duplicate: int = Field(0, ge=0)
 
 
+class Volume(_Strict):
+    """The volume band for flows with no upstream count: same weekday, trailing weeks."""
+    weeks: int = Field(4, ge=1, le=52)
+    band: float = Field(0.3, gt=0, lt=1)  # each way, around the median of those windows
+    min_history: int = Field(2, ge=1)
+
+
 class Flow(_Strict):
     name: str
     owners: list[str] = Field(min_length=1)
+    tags: list[str] = []  # Airflow tags of the flow's DAG, beside kafka-recon and flow:<name>
     bucket: timedelta = timedelta(hours=1)
     grace: timedelta = timedelta(minutes=10)
     replays: int = Field(2, ge=1, le=10)
     record: RecordSpec
     tiers: list[Tier] = Field(min_length=2)
     tolerance: Tolerance = Tolerance()
+    volume: Volume = Volume()
 
     @field_validator("bucket", "grace", mode="before")
     @classmethod

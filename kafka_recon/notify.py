@@ -1,13 +1,22 @@
 """Step 6, notify: mail the report to the flow's owners through Airflow's SMTP provider.
 
-The report is on disk before anything is sent, so a mail server that is down loses nothing; the
-error propagates and the Airflow task retries.
+One mail per run: a plain-text part and an HTML part with the chart inline (cid:), and the
+missing-id CSVs attached up to a size cap; an id file that does not fit is cut at a line and the
+mail says so. The report is on disk before anything is sent, so a mail server that is down loses
+nothing; the error propagates and the Airflow task retries.
 """
 
 from __future__ import annotations
 
+import os
+import smtplib
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
 from pathlib import Path
 from typing import Any
+
+DEFAULT_ATTACH_MAX_BYTES = 5 * 1024 * 1024
 
 
 def subject(result: dict[str, Any]) -> str:
@@ -15,11 +24,103 @@ def subject(result: dict[str, Any]) -> str:
     return f"[kafka-recon] {result['flow']} {w['start']}..{w['end']}: {result['status'].upper()}"
 
 
-def send_report(result: dict[str, Any], report_html: Path | str, owners: list[str],
-                smtp_conn_id: str = "smtp_default", attachments: list[str] | None = None) -> None:
+def attach_cap() -> int:
+    raw = os.environ.get("KAFKA_RECON_MAIL_ATTACH_MAX_BYTES", str(DEFAULT_ATTACH_MAX_BYTES))
+    try:
+        cap = int(raw)
+    except ValueError:
+        raise ValueError(f"KAFKA_RECON_MAIL_ATTACH_MAX_BYTES={raw!r}: expected a byte count"
+                         ) from None
+    if cap < 0:
+        raise ValueError(f"KAFKA_RECON_MAIL_ATTACH_MAX_BYTES={raw!r}: must not be negative")
+    return cap
+
+
+@dataclass
+class Attachment:
+    name: str
+    data: bytes
+    rows: int  # ids in the attachment
+    total: int  # ids in the whole file
+    source: Path
+
+    @property
+    def capped(self) -> bool:
+        return self.rows < self.total
+
+
+def missing_attachments(result: dict[str, Any], run_dir: Path, cap: int) -> list[Attachment]:
+    """The missing-id files, whole while the cap allows, then cut at a line boundary."""
+    out: list[Attachment] = []
+    budget = cap
+    for h in result["hops"]:
+        rel = h.get("missing_ids")
+        if not rel or not h.get("missing"):
+            continue
+        path = run_dir / rel
+        if not path.exists():
+            continue
+        data = path.read_bytes()
+        total = max(0, data.count(b"\n") - 1)  # a header line, then one id per line
+        if len(data) > budget:
+            cut = data.rfind(b"\n", 0, max(budget, 0))
+            data = data[:cut + 1] if cut > 0 else b""
+        rows = max(0, data.count(b"\n") - 1)
+        budget -= len(data)
+        out.append(Attachment(path.name, data, rows, total, path))
+    return out
+
+
+def cap_lines(attachments: list[Attachment], cap: int) -> list[str]:
+    return [f"{a.name}: {a.total} ids; the attachment holds the first {a.rows} "
+            f"(mail attachments are capped at {cap} bytes). Every id is in {a.source}."
+            for a in attachments if a.capped]
+
+
+def build_message(result: dict[str, Any], run_dir: Path, owners: list[str], sender: str,
+                  cap: int | None = None) -> EmailMessage:
+    """multipart/mixed: [alternative: text, related: (html, chart)], CSV attachments."""
+    cap = attach_cap() if cap is None else cap
+    attachments = missing_attachments(result, run_dir, cap)
+    notes = cap_lines(attachments, cap)
+    text = (run_dir / "report.txt").read_text()
+    html = (run_dir / "mail.html").read_text()
+    if notes:
+        text += "\n" + "\n".join(notes) + "\n"
+        from html import escape
+
+        block = "".join(f"<p class='capped'>{escape(n)}</p>" for n in notes)
+        html = html.replace("</body>", block + "</body>")
+    msg = EmailMessage()
+    msg["Subject"] = subject(result)
+    msg["From"] = sender
+    msg["To"] = ", ".join(owners)
+    msg["Date"] = formatdate(localtime=False)
+    msg["Message-ID"] = make_msgid(domain="kafka-recon")
+    msg.set_content(text)
+    msg.add_alternative(html, subtype="html")
+    chart = run_dir / "chart.png"
+    if chart.exists():
+        html_part = msg.get_body(("html",))
+        assert isinstance(html_part, EmailMessage)
+        html_part.add_related(chart.read_bytes(), maintype="image", subtype="png",
+                              cid="<chart.png>", filename="chart.png", disposition="inline")
+    for a in attachments:
+        if a.rows or not a.capped:
+            msg.add_attachment(a.data, maintype="text", subtype="csv", filename=a.name)
+    return msg
+
+
+def send_report(result: dict[str, Any], run_dir: Path | str, owners: list[str],
+                smtp_conn_id: str = "smtp_default") -> EmailMessage:
+    """Send through the connection `smtp_conn_id`: its host, port, login, TLS and from_email."""
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
-    html = Path(report_html).read_text()
     with SmtpHook(smtp_conn_id=smtp_conn_id) as hook:
-        hook.send_email_smtp(to=owners, subject=subject(result), html_content=html,
-                             files=attachments or [])
+        sender = hook.from_email or "kafka-recon@localhost"
+        msg = build_message(result, Path(run_dir), owners, sender)
+        client = hook._smtp_client  # the hook opens, logs in and closes; we send one message
+        if not isinstance(client, smtplib.SMTP):
+            raise RuntimeError(f"SMTP connection '{smtp_conn_id}' did not open")
+        client.send_message(msg, from_addr=sender, to_addrs=owners)
+    return msg

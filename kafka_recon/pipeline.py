@@ -55,40 +55,90 @@ def unreadable(flow: Flow, window: Window, out: Path, reason: str) -> dict[str, 
     return result
 
 
-def stage(flow: Flow, window: Window, out: Path, config_dir: Path | None = None
-          ) -> list[dict[str, Any]]:
-    """Step 1: check and count every upstream source, check the topic, audit the cluster.
+def staged_tiers(flow: Flow) -> list[str]:
+    """The tiers staged before Spark runs: every SQL and Flume tier (the topic is replayed)."""
+    return [t.name for t in flow.tiers if isinstance(t, SqlTier | FlumeTier)]
+
+
+def stage_tier(flow: Flow, tier_name: str, window: Window, out: Path) -> list[dict[str, Any]]:
+    """Step 1a, one upstream or sink tier: check it and count it into staged/<tier>.json.
 
     A source that cannot be read leaves an inconclusive result.json naming it, then raises.
     """
-    from kafka_recon.audit import audit_flow
     from kafka_recon.flume import FlumeError, stage_flume_tier
     from kafka_recon.jdbc import JdbcError
     from kafka_recon.stage import SourceError, stage_sql_tier
-    from kafka_recon.topic import TopicError, check_topic
 
-    staged: list[dict[str, Any]] = []
+    tier = next((t for t in flow.tiers if t.name == tier_name), None)
+    if tier is None or tier_name not in staged_tiers(flow):
+        raise ValueError(f"flow '{flow.name}' has no SQL or Flume tier '{tier_name}' "
+                         f"(it has {staged_tiers(flow)})")
     try:
-        for t in flow.tiers:
-            if isinstance(t, SqlTier):
-                staged.append(stage_sql_tier(t, window, flow.bucket))
-            elif isinstance(t, FlumeTier):
-                staged += stage_flume_tier(flow, t, window)
-        check_topic(flow.topic_tier.bootstrap, flow.topic_tier.topic)
-        audit = audit_flow(flow, config_dir or config_path().parent)
-    except (SourceError, FlumeError, TopicError, JdbcError) as exc:
+        staged = [stage_sql_tier(tier, window, flow.bucket)] if isinstance(tier, SqlTier) \
+            else stage_flume_tier(flow, tier, window)  # type: ignore[arg-type]
+    except (SourceError, FlumeError, JdbcError) as exc:
         unreadable(flow, window, out, f"a source could not be read: {exc}")
         raise
+    write_json(out / "staged" / f"{tier_name}.json", staged)
+    return staged
+
+
+def stage_topic(flow: Flow, window: Window, out: Path, config_dir: Path | None = None
+                ) -> list[dict[str, Any]]:
+    """Step 1b: check the topic, audit the cluster, and gather every tier's staging into
+    stage.json (the order of the flow, whatever order the tier tasks finished in)."""
+    from kafka_recon.audit import audit_flow
+    from kafka_recon.topic import TopicError, check_topic
+
+    try:
+        check_topic(flow.topic_tier.bootstrap, flow.topic_tier.topic)
+        audit = audit_flow(flow, config_dir or config_path().parent)
+    except TopicError as exc:
+        unreadable(flow, window, out, f"a source could not be read: {exc}")
+        raise
+    staged: list[dict[str, Any]] = []
+    for name in staged_tiers(flow):
+        staged += _read_json(out / "staged" / f"{name}.json", f"stage {name}")
     write_json(out / "audit.json", audit)
     write_json(out / "stage.json", staged)
     return staged
 
 
+def stage(flow: Flow, window: Window, out: Path, config_dir: Path | None = None
+          ) -> list[dict[str, Any]]:
+    """Step 1, every tier then the topic: what the command line runs in one go."""
+    for name in staged_tiers(flow):
+        stage_tier(flow, name, window, out)
+    return stage_topic(flow, window, out, config_dir)
+
+
 def validate(flow: Flow, out: Path) -> dict[str, Any]:
+    """Step 4: the Great Expectations suites; a flow with no upstream count also gets the volume
+    band learned from the history."""
     from kafka_recon.validate import validate_result
 
     result = _read_json(out / "result.json", "reconcile")
-    return validate_result(result, out, flow.tolerance.model_dump())
+    volume = None
+    if flow.points[0].name == flow.topic_tier.name:
+        from kafka_recon import history
+        from kafka_recon.window import Window
+
+        w = Window.parse(result["window"]["start"], result["window"]["end"])
+        volume = history.volume_band(flow, flow.topic_tier.name, w.start, w.end)
+    return validate_result(result, out, flow.tolerance.model_dump(), volume)
+
+
+def record_history(out: Path) -> dict[str, int]:
+    """Step 7: the run's per-hop, per-bucket rows into the history; a re-run replaces them."""
+    from kafka_recon import history
+
+    result = _read_json(out / "result.json", "reconcile")
+    validation_path = out / "validation.json"
+    docs = json.loads(validation_path.read_text()).get("data_docs") \
+        if validation_path.exists() else None
+    report_path = out / "report.html"
+    return history.record(result, str(out), str(report_path) if report_path.exists() else None,
+                          docs)
 
 
 def report(out: Path) -> dict[str, str]:
@@ -104,10 +154,10 @@ def notify(flow: Flow, out: Path, smtp_conn_id: str = "smtp_default") -> str:
     from kafka_recon.notify import send_report, subject
 
     result = _read_json(out / "result.json", "reconcile")
-    html = out / "report.html"
-    if not html.exists():
-        raise FileNotFoundError(f"{html} is missing: the 'report' step has not run")
-    send_report(result, html, flow.owners, smtp_conn_id)
+    for name in ("mail.html", "report.txt"):
+        if not (out / name).exists():
+            raise FileNotFoundError(f"{out / name} is missing: the 'report' step has not run")
+    send_report(result, out, flow.owners, smtp_conn_id)
     return subject(result)
 
 

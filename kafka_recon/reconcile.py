@@ -78,6 +78,7 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
 
     for t in aggregates["tiers"]:
         tier = {k: t.get(k) for k in ("name", "count", "distinct", "unidentifiable")}
+        tier["buckets"] = dict(sorted((t.get("buckets") or {}).items()))  # chart and history
         if t["name"] == flow.topic_tier.name:
             tier["estimate"] = topic.get("estimate")
             tier["late"] = t.get("late", 0)

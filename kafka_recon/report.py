@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,24 +45,100 @@ def sentences(result: dict[str, Any]) -> list[str]:
     return out
 
 
+PREVIEW_IDS = 10
+CHART = "chart.png"
+
+
+def id_files(result: dict[str, Any]) -> list[dict[str, str]]:
+    """Every id file the result names: what it holds and where, relative to the run folder."""
+    files = []
+    for h in result["hops"]:
+        for key, what in (("missing_ids", "missing"), ("duplicate_ids", "duplicate"),
+                          ("unexpected_ids", "unexpected")):
+            if h.get(key) and h.get(key.removesuffix("_ids")):
+                files.append({"hop": f"{h['from']}->{h['to']}", "what": what, "path": h[key],
+                              "count": h[key.removesuffix("_ids")]})
+    for f in result["findings"]:
+        if f["kind"] in ("late", "unidentifiable") and f.get("ids"):
+            files.append({"hop": f["hop"], "what": f["kind"], "path": f["ids"],
+                          "count": f["count"]})
+    return files
+
+
+def preview(path: Path, n: int = PREVIEW_IDS) -> list[str]:
+    """The first n rows of an id file, its columns joined (id, or id and extra copies)."""
+    import csv
+
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(newline="") as fh:
+        for i, row in enumerate(csv.reader(fh)):
+            if i == 0:
+                continue  # header
+            if i > n:
+                break
+            rows.append(" ".join(row))
+    return rows
+
+
+def links(result: dict[str, Any], out_dir: Path, docs: str | None) -> dict[str, str] | None:
+    """Web addresses of the report and Data Docs on the plugin page, when its address is known.
+
+    KAFKA_RECON_UI_URL is the Airflow address owners reach (e.g. http://airflow:8080); the
+    plugin serves every run folder under /recon/runs/<flow>/<window>/.
+    """
+    base = os.environ.get("KAFKA_RECON_UI_URL")
+    if not base:
+        return None
+    where = f"{base.rstrip('/')}/recon/runs/{result['flow']}/{out_dir.name}"
+    return {"report": f"{where}/report.html",
+            "data_docs": f"{where}/{os.path.relpath(docs, out_dir)}" if docs else ""}
+
+
 def render_report(result: dict[str, Any], out_dir: Path | str,
                   validation: dict[str, Any] | None = None) -> dict[str, str]:
-    """Write report.html and report.txt into out_dir; return their paths."""
+    """Write report.html (chart embedded), mail.html (chart as cid:), report.txt and chart.png.
+
+    The answer comes first: status and one sentence per finding; then the chart with the gaps
+    marked, the hops, the first ids of each id file, the replays, the audit and the validation.
+    """
+    import base64
+
     from jinja2 import Environment, PackageLoader, select_autoescape
 
+    from kafka_recon.chart import run_chart
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = run_chart(result) if any(t.get("buckets") for t in result["tiers"]) else None
+    chart = out_dir / CHART
+    if png:
+        chart.write_bytes(png)
+    elif chart.exists():
+        chart.unlink()  # a re-run without buckets must not show the old chart
     env = Environment(loader=PackageLoader("kafka_recon", "templates"),
                       autoescape=select_autoescape(["html", "j2"], default=True))
     text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False)
     risks = [f for f in result["findings"] if f["kind"] in ("config_risk", "health")]
+    files = [{**f, "first": preview(out_dir / f["path"])} for f in id_files(result)]
+    docs = (validation or {}).get("data_docs")
     ctx = {"r": result, "sentences": sentences(result), "validation": validation,
-           "risks": risks}
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    html = out_dir / "report.html"
-    txt = out_dir / "report.txt"
-    html.write_text(env.get_template("report.html.j2").render(**ctx))
-    txt.write_text(text_env.get_template("report.txt.j2").render(**ctx))
-    return {"html": str(html), "text": str(txt)}
+           "risks": risks, "id_files": files, "preview_n": PREVIEW_IDS,
+           "data_docs": os.path.relpath(docs, out_dir) if docs else None,
+           "links": links(result, out_dir, docs)}
+    paths = {"html": out_dir / "report.html", "mail": out_dir / "mail.html",
+             "text": out_dir / "report.txt"}
+    template = env.get_template("report.html.j2")
+    inline = f"data:image/png;base64,{base64.b64encode(png).decode()}" if png else None
+    paths["html"].write_text(template.render(**ctx, chart_src=inline, for_mail=False))
+    paths["mail"].write_text(template.render(**ctx, chart_src=f"cid:{CHART}" if png else None,
+                                             for_mail=True))
+    paths["text"].write_text(text_env.get_template("report.txt.j2").render(**ctx))
+    out = {k: str(v) for k, v in paths.items()}
+    if png:
+        out["chart"] = str(chart)
+    return out
 
 
 def load_json(path: Path | str) -> Any:

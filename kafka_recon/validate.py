@@ -18,10 +18,15 @@ CONTEXT_DIR = REPO_ROOT / "expectations" / "gx"
 
 
 def validate_result(result: dict[str, Any], out_dir: Path | str,
-                    tolerance: dict[str, int]) -> dict[str, Any]:
+                    tolerance: dict[str, int], volume: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
     """Run the suites over `result` and build Data Docs in `out_dir/gx`.
 
-    Returns {"success": bool, "suites": {name: {"success", "failed": [...]}}, "data_docs": path}.
+    `volume` is the band from the history (kafka_recon.history.volume_band) for a flow with no
+    upstream count; without a band (too little history) the volume suite is not run and the
+    summary says why.
+    Returns {"success": bool, "suites": {name: {"success", "failed": [...]}}, "data_docs": path,
+    "volume": {...} or None}.
     """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
@@ -49,8 +54,16 @@ def validate_result(result: dict[str, Any], out_dir: Path | str,
     )
     params = {"max_missing": tolerance.get("loss", 0),
               "max_duplicate": tolerance.get("duplicate", 0)}
+    checks = [("recon_hops", hops), ("recon_replays", replays)]
+    if volume is not None:
+        counts = {t["name"]: t["count"] for t in result["tiers"]}
+        volume = {**volume, "observed": counts.get(volume["tier"])}
+        if volume.get("min") is not None:
+            params.update(volume_min=volume["min"], volume_max=volume["max"])
+            checks.append(("recon_volume", pd.DataFrame(
+                [{"tier": volume["tier"], "records": volume["observed"]}])))
     suites: dict[str, Any] = {}
-    for name, frame in (("recon_hops", hops), ("recon_replays", replays)):
+    for name, frame in checks:
         vd = context.validation_definitions.get(name)
         res = vd.run(batch_parameters={"dataframe": frame}, expectation_parameters=params)
         suites[name] = {
@@ -66,7 +79,7 @@ def validate_result(result: dict[str, Any], out_dir: Path | str,
     context.build_data_docs()
     docs = run_ctx / "uncommitted" / "data_docs" / "local_site" / "index.html"
     summary = {"success": all(s["success"] for s in suites.values()), "suites": suites,
-               "data_docs": str(docs)}
+               "data_docs": str(docs), "volume": volume}
     (out_dir / "validation.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
 

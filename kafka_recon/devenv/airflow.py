@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from kafka_recon.paths import REPO_ROOT
 
@@ -53,3 +54,135 @@ def airflow(args: list[str], env: dict[str, str], log: Path,
         out.flush()
         return subprocess.run([str(VENV_BIN / "airflow"), *args], env=env, stdout=out,
                               stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
+
+
+class AirflowStartError(RuntimeError):
+    pass
+
+
+class AirflowServers:
+    """Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer on loopback.
+
+    Each runs in its own session (setsid) and is stopped by process group: Airflow's components
+    fork children that a plain SIGTERM to the parent leaves running. Login is the simple auth
+    manager's, with a user and password chosen here and written to its passwords file.
+    """
+
+    COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+    def __init__(self, home: Path, env: dict[str, str], port: int | None = None,
+                 user: str = "admin", password: str = "kafka-recon") -> None:
+        from kafka_recon.devenv.ports import ensure_free, free_port
+
+        self.home = home.resolve()
+        self.port = ensure_free(port, "airflow api-server") if port else free_port()
+        self.user, self.password = user, password
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**env,
+                    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                    "AIRFLOW__CORE__PARALLELISM": "4",
+                    "AIRFLOW__API__HOST": "127.0.0.1",
+                    "AIRFLOW__API__PORT": str(self.port),
+                    "AIRFLOW__API__BASE_URL": self.url,
+                    "AIRFLOW__API__WORKERS": "1",
+                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+                    # every component must sign and check the same tokens
+                    "AIRFLOW__API_AUTH__JWT_SECRET": "kafka-recon-devenv-" + str(self.port),
+                    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{user}:admin",
+                    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE":
+                        str(self.home / "passwords.json"),
+                    "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "10",
+                    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+                    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, timeout: float = 240) -> AirflowServers:
+        import time
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "passwords.json").write_text(json.dumps({self.user: self.password}))
+        log = self.home / "migrate.log"
+        done = airflow(["db", "migrate"], self.env, log, timeout=600)
+        if done.returncode != 0:
+            raise AirflowStartError(f"airflow db migrate failed (exit {done.returncode}); see {log}")
+        for name in self.COMPONENTS:
+            out = (self.home / f"{name}.log").open("ab")
+            self.procs[name] = subprocess.Popen([str(VENV_BIN / "airflow"), name], env=self.env,
+                                                stdout=out, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+            if dead:
+                self.stop()
+                raise AirflowStartError(f"airflow {dead} exited while starting; see the logs in "
+                                        f"{self.home}")
+            try:
+                self.token()
+                return self
+            except OSError:
+                time.sleep(1)
+        self.stop()
+        raise AirflowStartError(f"airflow api-server did not answer on {self.url} within "
+                                f"{timeout:.0f}s; see {self.home / 'api-server.log'}")
+
+    def token(self) -> str:
+        """A JWT from the simple auth manager's login, as a program gets one."""
+        import urllib.request
+
+        req = urllib.request.Request(
+            f"{self.url}/auth/token", method="POST",
+            data=json.dumps({"username": self.user, "password": self.password}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return str(json.loads(resp.read())["access_token"])
+
+    def api(self, method: str, path: str, body: Any = None, token: str | None = None
+            ) -> tuple[int, Any]:
+        """One REST API v2 call; returns the status and the decoded JSON (errors included)."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(
+            f"{self.url}/api/v2{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": f"Bearer {token or self.token()}"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                return exc.code, json.loads(raw)
+            except ValueError:
+                return exc.code, raw.decode(errors="replace")
+
+    def stop(self) -> None:
+        import signal
+        import time
+
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 30
+        for p in self.procs.values():
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # whatever is left of the group
+            except ProcessLookupError:
+                pass
+        self.procs.clear()
+
+    def __enter__(self) -> AirflowServers:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -44,5 +44,21 @@ def test_daily_dag_finds_and_mails_the_demo_consume_side_loss(tmp_path: Path,
     body = html.get_content()
     assert f"{len(truth)} records lost on the consume side between orders_topic and warehouse" \
         in body
+    assert mail.get_body(("plain",)) is not None, "a text part for mail clients without HTML"
+    related = mail.get_body(("related",))
+    assert related is not None and 'src="cid:chart.png"' in body
+    [chart] = [p for p in related.iter_parts() if p["Content-ID"] == "<chart.png>"]
+    assert chart.get_content().startswith(b"\x89PNG")
+    [csv] = list(mail.iter_attachments())
+    assert csv.get_filename() == "orders_topic__warehouse.csv"
+    assert sorted(int(i) for i in csv.get_content().split()[1:]) == truth
+
+    # the history has the run, per hop and bucket
+    from kafka_recon import history
+
+    eng = history.engine(f"sqlite:///{tmp_path / 'demo' / 'runs' / 'history.db'}")
+    [row] = history.flow_runs("demo_orders", eng=eng)
+    assert row["status"] == "findings" and row["missing"] == len(truth)
+    assert row["report"].endswith("report.html") and row["data_docs"].endswith("index.html")
     shutil.copy(outcome.mails[0], artifacts_dir / "demo-mail.eml")
     shutil.copy(outcome.run_dir / "report.html", artifacts_dir / "demo-report.html")

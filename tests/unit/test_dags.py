@@ -1,8 +1,10 @@
-"""DAG integrity and policy: the DagBag loads, ids are expected, parsing stays light."""
+"""DAG integrity and policy: the DagBag loads, ids are expected, every task renders, parsing
+stays light, and the spark-submit command is what the snapshot says."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,52 +16,108 @@ from kafka_recon.paths import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-PROBE = """
-import json, sys
-from airflow.dag_processing.dagbag import DagBag
-bag = DagBag(dag_folder=sys.argv[1])
-heavy = [m for m in ("pyspark", "pandas", "great_expectations") if m in sys.modules]
-dags = {d.dag_id: {"tasks": sorted(t.task_id for t in d.tasks),
-                   "owners": sorted({t.owner for t in d.tasks}),
-                   "retries": sorted({t.retries for t in d.tasks}),
-                   "catchup": d.catchup, "tags": sorted(d.tags)}
-        for d in bag.dags.values()}
-print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
-                  "dags": dags, "heavy": heavy}))
-"""
+HERE = Path(__file__).parent
+SNAPSHOT = HERE / "snapshots" / "spark_submit.json"
+
+
+def _probe(tmp: Path, config: Path) -> dict:
+    # a fresh interpreter, so sys.modules shows exactly what parsing the DAG folder imported
+    env = airflow_env(tmp, smtp_port=2525, extra={"KAFKA_RECON_CONFIG": str(config)})
+    out = subprocess.run([sys.executable, str(HERE / "dag_probe.py"), str(REPO_ROOT / "dags")],
+                         env=env, capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def dagbag(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    # a fresh interpreter, so sys.modules shows exactly what parsing the DAG folder imported
-    env = airflow_env(tmp_path_factory.mktemp("airflow"), smtp_port=2525)
-    env.pop("KAFKA_RECON_CONFIG", None)
-    out = subprocess.run([sys.executable, "-c", PROBE, str(REPO_ROOT / "dags")], env=env,
-                         capture_output=True, text=True, check=True, timeout=300)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _probe(tmp_path_factory.mktemp("airflow"), HERE / "data" / "flows.yaml")
 
 
 def test_dag_folder_has_no_import_errors(dagbag: dict) -> None:
     assert dagbag["errors"] == {}
 
 
-def test_one_daily_dag_per_configured_flow(dagbag: dict) -> None:
-    assert sorted(dagbag["dags"]) == ["recon__demo_orders"]
-    dag = dagbag["dags"]["recon__demo_orders"]
-    assert dag["tasks"] == ["notify", "reconcile", "replay", "report", "stage", "validate",
-                            "verdict"]
+def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -> None:
+    assert sorted(dagbag["dags"]) == ["recon__clicks", "recon__orders", "recon_adhoc",
+                                      "recon_flume_snapshots"]
+
+
+def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
+                                                                             ) -> None:
+    dag = dagbag["dags"]["recon__orders"]
+    assert dag["tasks"] == ["history", "notify", "reconcile", "replay", "report",
+                            "stage__collector", "stage__orders_db", "stage__warehouse",
+                            "stage_topic", "validate", "verdict"]
+    assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
     assert dag["catchup"] is False
-    assert "flow:demo_orders" in dag["tags"]
+    down = dag["downstream"]
+    assert {t for t, d in down.items() if d == ["stage_topic"]} == {
+        "stage__collector", "stage__orders_db", "stage__warehouse"}
+    assert down["report"] == ["history", "notify"] and down["notify"] == ["verdict"]
+    # owners hear about failures too: report, notify and verdict run whatever validation said
+    for t in ("report", "history", "notify", "verdict"):
+        assert dag["trigger_rules"][t] == "all_done", t
+    assert dag["trigger_rules"]["validate"] == "all_success"
 
 
-def test_owners_and_retries_come_from_the_flow(dagbag: dict) -> None:
-    dag = dagbag["dags"]["recon__demo_orders"]
-    assert dag["owners"] == ["orders-team@example.com"]
-    assert dag["retries"] == [2]
+def test_owners_tags_and_retries_come_from_the_flow(dagbag: dict) -> None:
+    dag = dagbag["dags"]["recon__orders"]
+    assert dag["owners"] == ["orders-team@example.com,dba@example.com"]
+    assert dag["tags"] == ["flow:orders", "kafka-recon", "tier-1"]
+    assert dag["retries"] == [2] and dag["retry_backoff"] == [True]
+    assert dagbag["dags"]["recon__clicks"]["owners"] == ["web@example.com"]
+
+
+def test_adhoc_dag_asks_for_flow_window_replays_and_email(dagbag: dict) -> None:
+    dag = dagbag["dags"]["recon_adhoc"]
+    assert dag["params"] == ["email", "end", "flow", "replays", "start"]
+    assert dag["schedule"].startswith("NullTimetable")
+    assert dag["downstream"]["check"] == ["stage_tier"]
+
+
+def test_snapshot_dag_runs_every_five_minutes_for_flows_with_a_flume_tier(dagbag: dict) -> None:
+    dag = dagbag["dags"]["recon_flume_snapshots"]
+    assert dag["tasks"] == ["snapshot__orders"]  # clicks has no Flume tier
+    assert dag["schedule"] == "CronTriggerTimetable */5 * * * *"
+
+
+def test_every_task_renders(dagbag: dict) -> None:
+    errors = {f"{d}.{t}": r["render_error"] for d, dag in dagbag["dags"].items()
+              for t, r in dag["rendered"].items() if "render_error" in r}
+    assert errors == {}
+    adhoc = dagbag["dags"]["recon_adhoc"]["rendered"]
+    assert adhoc["stage_tier"]["partial_op_kwargs"] == {
+        "flow": "orders", "start": "2026-11-20T00:00:00Z", "end": "2026-11-20T06:00:00Z"}
+    assert adhoc["notify"]["op_kwargs"]["email"] == "True"
+
+
+def _normalized(cmd: list[str]) -> list[str]:
+    out = []
+    for arg in cmd:
+        if arg.endswith(".jar"):  # the --jars list: names only, the folder differs per clone
+            arg = ",".join(sorted(Path(j).name for j in arg.split(",")))
+        out.append(arg.replace(str(REPO_ROOT), "<repo>"))
+    return out
+
+
+def test_rendered_spark_submit_commands_match_the_snapshot(dagbag: dict) -> None:
+    got = {f"{d}.{t}": _normalized(dagbag["dags"][d]["rendered"][t]["spark_submit"])
+           for d in ("recon__orders", "recon_adhoc") for t in ("replay", "reconcile")}
+    if os.environ.get("KAFKA_RECON_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(json.dumps(got, indent=2) + "\n")
+    assert got == json.loads(SNAPSHOT.read_text()), (
+        "the spark-submit command changed; if on purpose, re-run with "
+        "KAFKA_RECON_UPDATE_SNAPSHOTS=1 and review the diff")
 
 
 def test_parsing_imports_no_pyspark_pandas_or_great_expectations(dagbag: dict) -> None:
     assert dagbag["heavy"] == []
+
+
+def test_the_shipped_flow_config_parses_into_its_daily_dag(tmp_path: Path) -> None:
+    bag = _probe(tmp_path, REPO_ROOT / "config" / "flows.yaml")
+    assert bag["errors"] == {}
+    assert sorted(bag["dags"]) == ["recon__demo_orders", "recon_adhoc"]
 
 
 def test_dag_files_do_not_import_heavy_modules_at_top_level() -> None:

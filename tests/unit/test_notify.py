@@ -1,0 +1,60 @@
+"""The owners' mail: text and HTML alternatives, the chart inline, id files attached and capped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafka_recon.notify import attach_cap, build_message
+from kafka_recon.report import render_report
+from tests.unit.test_report import _bucketed
+
+pytestmark = pytest.mark.unit
+
+
+def _run(tmp_path: Path, ids: int = 25) -> dict:
+    result = _bucketed(tmp_path, ids)
+    render_report(result, tmp_path)
+    return result
+
+
+def test_mail_has_text_and_html_with_the_chart_inline_and_the_ids_attached(tmp_path: Path
+                                                                           ) -> None:
+    msg = build_message(_run(tmp_path), tmp_path, ["a@example.com", "b@example.com"],
+                        "recon@example.com", cap=10_000)
+    assert msg["To"] == "a@example.com, b@example.com"
+    assert msg["Subject"].endswith("FINDINGS") and "orders" in msg["Subject"]
+    assert msg.get_content_type() == "multipart/mixed"
+    text = msg.get_body(("plain",))
+    html = msg.get_body(("html",))
+    assert text is not None and "25 records lost on the write side" in text.get_content()
+    assert html is not None and 'src="cid:chart.png"' in html.get_content()
+    related = msg.get_body(("related",))
+    assert related is not None
+    [image] = [p for p in related.iter_parts() if p.get_content_type() == "image/png"]
+    assert image["Content-ID"] == "<chart.png>"
+    assert image.get_content().startswith(b"\x89PNG")
+    [csv] = list(msg.iter_attachments())
+    assert csv.get_filename() == "db__topic.csv"
+    assert csv.get_content() == (tmp_path / "missing" / "db__topic.csv").read_text()
+    assert "capped" not in text.get_content()
+
+
+def test_an_id_file_over_the_cap_is_cut_at_a_line_and_the_mail_says_so(tmp_path: Path) -> None:
+    msg = build_message(_run(tmp_path), tmp_path, ["a@example.com"], "r@example.com", cap=40)
+    [csv] = list(msg.iter_attachments())
+    body = csv.get_content()
+    assert len(body.encode()) <= 40 and body.endswith("\n")
+    rows = body.splitlines()
+    assert rows[0] == "id" and rows[1:] == [f"<i>{n}" for n in range(len(rows) - 1)]
+    text = msg.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    assert (f"db__topic.csv: 25 ids; the attachment holds the first {len(rows) - 1} "
+            "(mail attachments are capped at 40 bytes)") in text
+    assert "capped at 40 bytes" in msg.get_body(("html",)).get_content()  # type: ignore[union-attr]
+
+
+def test_the_cap_must_be_a_byte_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_RECON_MAIL_ATTACH_MAX_BYTES", "5MB")
+    with pytest.raises(ValueError, match="KAFKA_RECON_MAIL_ATTACH_MAX_BYTES='5MB'"):
+        attach_cap()
