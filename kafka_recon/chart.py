@@ -98,14 +98,22 @@ def history_chart(flow: str, rows: list[dict[str, Any]]) -> bytes:
     for tier in tiers:
         ax.plot(xs, [r.get("tiers", {}).get(tier, 0) for r in rows], marker="o",
                 markersize=3, label=tier)
+    # a window's length in days: bars as wide as 60% of it, and room for one window each side
+    span = (_t(rows[0]["window_end"]) - xs[0]).total_seconds() / 86400 if rows else 1.0
+    if xs:
+        ax.set_xlim(xs[0] - timedelta(days=span), xs[-1] + timedelta(days=span))
     if any(r.get("missing") for r in rows):
         ax2 = ax.twinx()
         ax2.bar(xs, [r.get("missing", 0) for r in rows], color=_LOSS, alpha=0.5,
-                width=0.6 if len(rows) > 1 else 0.3, label="missing")
+                width=0.6 * span, label="missing")
         ax2.set_ylabel("missing", color=_LOSS)
+        ax2.set_ylim(bottom=0)
     for x, r in zip(xs, rows, strict=True):
         if r["status"] == "inconclusive":
             ax.axvline(x, color="#bbbbbb", linestyle=":")
+    from matplotlib import dates as mdates
+
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d", tz=UTC))
     ax.set_title(f"{flow}: records per window", fontsize=10, loc="left")
     ax.set_ylim(bottom=0)
     fig.autofmt_xdate()

@@ -82,6 +82,20 @@ def lost_ids(run_dir: Path, result: dict[str, Any]) -> list[str]:
     return ids
 
 
+def demo_env(workdir: Path, bootstrap: str, smtp_port: int, retries: int = 0) -> dict[str, str]:
+    """Airflow's environment for the demo flow: its config, connections and run folder."""
+    return airflow_env(workdir / "airflow", smtp_port=smtp_port, extra={
+        "KAFKA_RECON_CONFIG": str(REPO_ROOT / "config" / "flows.yaml"),
+        "KAFKA_RECON_OUT": str(workdir / "runs"),
+        "KAFKA_RECON_BOOTSTRAP": bootstrap,
+        "KAFKA_RECON_DEMO_TOPIC": TOPIC,
+        # the demo shows one attempt; retries back off for minutes
+        "KAFKA_RECON_TASK_RETRIES": str(retries),
+        "AIRFLOW_CONN_UPSTREAM_DB": f"sqlite:///{workdir / 'upstream.db'}",
+        "AIRFLOW_CONN_SINK_DB": f"sqlite:///{workdir / 'sink.db'}",
+    })
+
+
 @dataclass
 class DemoOutcome:
     run_dir: Path
@@ -109,15 +123,7 @@ def run_demo(workdir: Path, orders: int = 1000, crash_after_batches: int = 3) ->
         facts = make_data(workdir, kafka.bootstrap, start, end, orders, crash_after_batches)
         print(f"demo data: {facts['upstream']} orders upstream, {facts['acked']} acknowledged "
               f"by kafka, {facts['sink']} in the sink", flush=True)
-        env = airflow_env(workdir / "airflow", smtp_port=mail.port, extra={
-            "KAFKA_RECON_CONFIG": str(REPO_ROOT / "config" / "flows.yaml"),
-            "KAFKA_RECON_OUT": str(workdir / "runs"),
-            "KAFKA_RECON_BOOTSTRAP": kafka.bootstrap,
-            "KAFKA_RECON_DEMO_TOPIC": TOPIC,
-            "KAFKA_RECON_TASK_RETRIES": "0",  # the demo shows one attempt; retries wait minutes
-            "AIRFLOW_CONN_UPSTREAM_DB": f"sqlite:///{workdir / 'upstream.db'}",
-            "AIRFLOW_CONN_SINK_DB": f"sqlite:///{workdir / 'sink.db'}",
-        })
+        env = demo_env(workdir, kafka.bootstrap, mail.port)
         log = workdir / "airflow.log"
         if airflow(["db", "migrate"], env, log).returncode != 0:
             raise RuntimeError(f"airflow db migrate failed, see {log}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,12 +67,15 @@ class AirflowServers:
     Each runs in its own session (setsid) and is stopped by process group: Airflow's components
     fork children that a plain SIGTERM to the parent leaves running. Login is the simple auth
     manager's, with a user and password chosen here and written to its passwords file.
+    Four processes writing one SQLite file time out on its lock: give `database_url` (PostgreSQL)
+    for anything beyond a look at the UI. DAGs start paused: `unpause` the ones a test runs.
     """
 
     COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
     def __init__(self, home: Path, env: dict[str, str], port: int | None = None,
-                 user: str = "admin", password: str = "kafka-recon") -> None:
+                 user: str = "admin", password: str = "kafka-recon",
+                 database_url: str | None = None) -> None:
         from kafka_recon.devenv.ports import ensure_free, free_port
 
         self.home = home.resolve()
@@ -94,7 +98,10 @@ class AirflowServers:
                     "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "10",
                     "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
                     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
-                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"}
+                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"}
+        if database_url:
+            self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = re.sub(
+                r"^postgres(ql)?://", "postgresql+psycopg2://", database_url)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, timeout: float = 240) -> AirflowServers:
@@ -158,6 +165,19 @@ class AirflowServers:
                 return exc.code, json.loads(raw)
             except ValueError:
                 return exc.code, raw.decode(errors="replace")
+
+    def unpause(self, dag_id: str, timeout: float = 180) -> None:
+        """Wait until the dag-processor has parsed `dag_id`, then unpause it."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code, body = self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+            if code == 200:
+                return
+            time.sleep(2)
+        raise AirflowStartError(f"{dag_id} was not parsed within {timeout:.0f}s ({body}); see "
+                                f"{self.home / 'dag-processor.log'}")
 
     def stop(self) -> None:
         import signal

@@ -1,0 +1,236 @@
+"""End to end through Airflow's own servers: the api-server, scheduler (LocalExecutor),
+dag-processor and triggerer on loopback; the ad-hoc DAG triggered through the REST API v2; the
+mail at the local SMTP server; the history; the plugin page behind login; screenshots."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_recon.demo.__main__ import FLOW, demo_env, make_data
+from kafka_recon.devenv.airflow import AirflowServers
+from kafka_recon.devenv.kafka import KafkaCluster
+from kafka_recon.devenv.smtp import MailCatcher, read_maildir
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@dataclass
+class Stack:
+    workdir: Path
+    airflow: AirflowServers
+    mail: Path
+    truth: dict[str, Any]
+    start: str
+    end: str
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, postgres: Any) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("e2e")
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, end = today - timedelta(days=1), today
+    kafka = KafkaCluster(workdir / "kafka", size=1).start()
+    mail = MailCatcher(workdir / "mail").start()
+    servers = None
+    try:
+        truth = make_data(workdir, kafka.bootstrap, start, end, 300, 1)
+        servers = AirflowServers(workdir / "airflow",
+                                 demo_env(workdir, kafka.bootstrap, mail.port),
+                                 database_url=postgres.create_database("airflow_e2e")).start()
+        # the daily DAG stays paused: its first run would reconcile the same window at once
+        servers.unpause("recon_adhoc")
+        yield Stack(workdir, servers, workdir / "mail", truth,
+                    start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    finally:
+        if servers:
+            servers.stop()
+        mail.stop()
+        kafka.stop()
+
+
+def _trigger(s: Stack, conf: dict[str, Any]) -> tuple[int, Any]:
+    return s.airflow.api("POST", "/dags/recon_adhoc/dagRuns",
+                         {"logical_date": None, "conf": conf})
+
+
+def _wait_run(s: Stack, run_id: str, timeout: float = 600) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, run = s.airflow.api("GET", f"/dags/recon_adhoc/dagRuns/{run_id}")
+        assert code == 200, run
+        if run["state"] in ("success", "failed"):
+            return dict(run)
+        time.sleep(3)
+    raise AssertionError(f"run {run_id} did not finish within {timeout}s; logs in "
+                         f"{s.airflow.home / 'logs'}")
+
+
+def _task_states(s: Stack, run_id: str) -> dict[str, Any]:
+    code, body = s.airflow.api("GET", f"/dags/recon_adhoc/dagRuns/{run_id}/taskInstances")
+    assert code == 200, body
+    states: dict[str, Any] = {}
+    for ti in body["task_instances"]:
+        states.setdefault(ti["task_id"], []).append(ti["state"])
+    return {k: v[0] if len(v) == 1 else sorted(v) for k, v in states.items()}
+
+
+@pytest.mark.parametrize(("conf", "field"), [
+    ({"flow": "no_such_flow"}, "flow"),
+    ({"replays": 0}, "replays"),
+    ({"start": "yesterday"}, "start"),
+    ({"email": "perhaps"}, "email"),
+])
+def test_invalid_params_are_refused_at_trigger_time_with_the_field_named(
+        stack: Stack, conf: dict[str, Any], field: str) -> None:
+    code, body = _trigger(stack, {"flow": FLOW, "start": stack.start, "end": stack.end,
+                                  "replays": 2, "email": False, **conf})
+    assert code == 400, body
+    detail = str(body["detail"] if isinstance(body, dict) else body)
+    assert f"'{field}'" in detail or field in detail, detail
+    assert str(next(iter(conf.values()))) in detail, detail
+
+
+def test_a_window_that_ends_before_it_starts_fails_its_check_task_with_the_reason(stack: Stack
+                                                                                ) -> None:
+    code, run = _trigger(stack, {"flow": FLOW, "start": stack.end, "end": stack.start,
+                                 "replays": 1, "email": False})
+    assert code == 200, run
+    done = _wait_run(stack, run["dag_run_id"], timeout=240)
+    assert done["state"] == "failed"
+    states = _task_states(stack, run["dag_run_id"])
+    assert states["check"] == "failed"
+    assert states["replay"] == "upstream_failed"
+    code, log = stack.airflow.api(
+        "GET", f"/dags/recon_adhoc/dagRuns/{run['dag_run_id']}/taskInstances/check/logs/1")
+    assert code == 200, log
+    assert "trigger form: window end" in str(log) and "is not after its start" in str(log)
+
+
+@pytest.fixture(scope="module")
+def adhoc_run(stack: Stack) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ad-hoc DAG over the demo window, triggered once with a conf; (run, task states)."""
+    code, run = _trigger(stack, {"flow": FLOW, "start": stack.start, "end": stack.end,
+                                 "replays": 3, "email": True})
+    assert code == 200, run
+    done = _wait_run(stack, run["dag_run_id"])
+    return done, _task_states(stack, run["dag_run_id"])
+
+
+def test_adhoc_run_triggered_through_the_rest_api_mails_owners_and_records_history(
+        stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]],
+        artifacts_dir: Path) -> None:
+    lost = stack.truth["lost_consume_side"]
+    assert lost, "the demo consumer must have lost records"
+    done, states = adhoc_run
+    # findings beyond tolerance: the run is red, and every step that tells people still ran
+    assert done["state"] == "failed", states
+    assert states == {"check": "success", "stage_tier": ["success", "success"],
+                      "stage_topic": "success", "replay": "success", "reconcile": "success",
+                      "validate": "failed", "report": "success", "history": "success",
+                      "notify": "success", "verdict": "failed"}
+
+    [mail_file] = sorted(stack.mail.glob("*.eml"))
+    [mail] = read_maildir(stack.mail)
+    assert mail["To"] == "orders-team@example.com"
+    assert mail["Subject"] == (f"[kafka-recon] {FLOW} {stack.start}..{stack.end}: FINDINGS")
+    html = mail.get_body(("html",))
+    assert html is not None
+    assert f"{len(lost)} records lost on the consume side between orders_topic and warehouse" \
+        in html.get_content()
+    assert isinstance(mail, EmailMessage)
+    related = mail.get_body(("related",))
+    assert related is not None
+    assert [p["Content-ID"] for p in related.iter_parts()
+            if p.get_content_type() == "image/png"] == ["<chart.png>"]
+    [csv] = list(mail.iter_attachments())
+    assert sorted(int(i) for i in csv.get_content().split()[1:]) == lost
+    artifacts_dir.joinpath("e2e-mail.eml").write_bytes(mail_file.read_bytes())
+
+    from kafka_recon import history
+
+    eng = history.engine(f"sqlite:///{stack.workdir / 'runs' / 'history.db'}")
+    [row] = history.flow_runs(FLOW, eng=eng)
+    assert (row["status"], row["missing"], row["window_start"]) == (
+        "findings", len(lost), stack.start)
+    result_replays = __import__("json").loads(
+        Path(row["run_dir"]).joinpath("result.json").read_text())["replays"]
+    assert len(result_replays) == 3, "the form's replay count reached the Spark job"
+
+
+def _get(url: str, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a: Any, **k: Any) -> None:
+            return None
+
+    try:
+        r = urllib.request.build_opener(_NoRedirect).open(
+            urllib.request.Request(url, headers=headers), timeout=30)
+        return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), dict(exc.headers)
+
+
+def test_plugin_page_answers_only_behind_airflow_login(
+        stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    page = f"{stack.airflow.url}/recon/"
+    code, _, _ = _get(page, {})
+    assert code == 401
+    code, _, headers = _get(page, {"Accept": "text/html"})
+    assert code == 303 and headers["location"].startswith("/auth/login/?next=")
+    token = stack.airflow.token()
+    code, body, _ = _get(page, {"Cookie": f"_token={token}", "Accept": "text/html"})
+    assert code == 200
+    text = body.decode()
+    assert FLOW in text and "FINDINGS" in text and f"charts/{FLOW}.png" in text
+    code, png, _ = _get(f"{page}charts/{FLOW}.png", {"Authorization": f"Bearer {token}"})
+    assert code == 200 and png.startswith(b"\x89PNG")
+    link = text.split('href="runs/', 1)[1].split('"', 1)[0]
+    code, report, _ = _get(f"{page}runs/{link}", {"Authorization": f"Bearer {token}"})
+    assert code == 200 and b"records lost on the consume side" in report
+    code, _, _ = _get(f"{page}runs/..%2F..%2Fairflow%2Fpasswords.json",
+                      {"Authorization": f"Bearer {token}"})
+    assert code == 404, "the run-file route must not leave the runs folder"
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
+                    "(make test installs it)")
+def test_screenshots_of_the_trigger_form_and_the_plugin_page(
+        stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]],
+        artifacts_dir: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    token = stack.airflow.token()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+            ctx.add_cookies([{"name": "_token", "value": token, "url": stack.airflow.url}])
+            page = ctx.new_page()
+            page.goto(f"{stack.airflow.url}/dags/recon_adhoc")
+            page.get_by_role("button", name="Trigger").first.click()
+            page.get_by_text("Window start").first.wait_for(timeout=60_000)
+            page.screenshot(path=str(artifacts_dir / "trigger-form.png"), full_page=True)
+            assert page.get_by_text("Replays").count() > 0
+
+            page.goto(f"{stack.airflow.url}/plugin/reconciliation")
+            frame = page.frame_locator("iframe").first
+            frame.get_by_role("heading", name="Reconciliation").wait_for(timeout=60_000)
+            page.wait_for_timeout(1500)  # the chart image loads after the table
+            page.screenshot(path=str(artifacts_dir / "plugin-page.png"), full_page=True)
+            assert frame.get_by_text(FLOW).count() > 0
+        finally:
+            browser.close()
+    for name in ("trigger-form.png", "plugin-page.png"):
+        assert (artifacts_dir / name).read_bytes().startswith(b"\x89PNG")
