@@ -6,6 +6,7 @@ Connections are `AIRFLOW_CONN_*` variables (Airflow 3 creates no default connect
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -112,7 +113,8 @@ class AirflowServers:
         log = self.home / "migrate.log"
         done = airflow(["db", "migrate"], self.env, log, timeout=600)
         if done.returncode != 0:
-            raise AirflowStartError(f"airflow db migrate failed (exit {done.returncode}); see {log}")
+            raise AirflowStartError(f"airflow db migrate failed (exit {done.returncode}); "
+                                    f"see {log}")
         for name in self.COMPONENTS:
             out = (self.home / f"{name}.log").open("ab")
             self.procs[name] = subprocess.Popen([str(VENV_BIN / "airflow"), name], env=self.env,
@@ -185,20 +187,14 @@ class AirflowServers:
 
         for p in self.procs.values():
             if p.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         deadline = time.monotonic() + 30
         for p in self.procs.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)  # whatever is left of the group
-            except ProcessLookupError:
-                pass
         self.procs.clear()
 
     def __enter__(self) -> AirflowServers:
