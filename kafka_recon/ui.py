@@ -38,11 +38,10 @@ def page_rows(rows: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
 
 
 def create_app() -> Any:
+    from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
     from jinja2 import Environment, PackageLoader, select_autoescape
-
-    from airflow.api_fastapi.core_api.security import get_user
 
     app = FastAPI(title="kafka-recon", docs_url=None, redoc_url=None, openapi_url=None)
     env = Environment(loader=PackageLoader("kafka_recon", "templates"),
