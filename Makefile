@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv jars demo test test-unit test-integration lint lock clean bench postgres
+.PHONY: all setup venv jars demo ui test test-unit test-integration lint lock clean bench postgres chromium
 BENCH_ARGS ?=
 
 all: setup
@@ -37,21 +37,32 @@ jars: .jars/.installed
 demo: setup
 	$(PY) -m kafka_recon.demo
 
+# Airflow on loopback with the demo flow's history on the Reconciliation page; Ctrl-C stops it
+ui: setup postgres
+	$(PY) -m kafka_recon.demo.ui
+
 # the integration tier runs a private PostgreSQL from Debian's package
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "PostgreSQL not found: apt-get install postgresql (Debian's package)"; exit 2; }
 
-test: setup postgres
+# the UI screenshots use Debian's chromium (driven by playwright, which downloads nothing)
+chromium:
+	@command -v chromium >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "chromium not found: apt-get install chromium (Debian's package)"; exit 2; }
+
+# under make test a missing chromium fails the screenshot test instead of skipping it
+test: setup postgres chromium
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
-	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+	KAFKA_RECON_REQUIRE_CHROMIUM=1 $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test-integration: setup postgres
-	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+test-integration: setup postgres chromium
+	KAFKA_RECON_REQUIRE_CHROMIUM=1 $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 # speed and memory goals: never timed tests. BENCH_ARGS="--records 10000000" for the big run.
 bench: setup
@@ -61,11 +72,11 @@ bench: setup
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy kafka_recon spark_jobs dags bench
+	$(VENV)/bin/mypy kafka_recon spark_jobs dags bench plugins
 
 # re-resolve the lock after changing pyproject.toml
 lock: venv
 	$(UV) pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .jars demo-out runs bench-out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jars demo-out ui-out runs bench-out test-artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,63 @@
+"""The history on PostgreSQL through an Airflow connection, and a mail server that is down."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_recon import history, pipeline
+from kafka_recon.config import load_flow
+from kafka_recon.devenv.ports import free_port
+from kafka_recon.devenv.smtp import MailCatcher, read_maildir
+from kafka_recon.report import render_report
+from tests.unit.test_history import DAY, result
+from tests.unit.test_report import _bucketed
+
+pytestmark = pytest.mark.integration
+
+
+def test_history_on_postgresql_through_a_connection_replaces_a_rerun(
+        postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = postgres.create_database("recon_history")
+    monkeypatch.setenv("AIRFLOW_CONN_RECON_HISTORY", url)
+    monkeypatch.setenv("KAFKA_RECON_HISTORY", "recon_history")
+    assert history.history_url().startswith("postgresql+psycopg2://")
+    eng = history.engine()
+    history.record(result(DAY, 10, missing=2, status="findings"), "/r", eng=eng)
+    history.record(result(DAY, 10, missing=1, status="findings"), "/r", eng=eng)  # re-run
+    for weeks in (1, 2):
+        history.record(result(DAY - timedelta(weeks=weeks), 10), "/r", eng=eng)
+    [latest] = history.latest_per_flow(eng)
+    assert (latest["window_start"], latest["status"]) == ("2026-11-20T00:00:00Z", "findings")
+    rows = history.flow_runs("clicks", eng=eng)
+    assert [r["missing"] for r in rows] == [1, 0, 0]
+    assert history.tier_volume("clicks", "clicks_topic", DAY - timedelta(weeks=1),
+                               DAY - timedelta(days=6), eng) == 240
+
+
+def test_a_mail_server_that_is_down_keeps_the_report_and_the_retry_delivers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT", json.dumps({
+        "conn_type": "smtp", "host": "127.0.0.1", "port": port,
+        "extra": {"disable_ssl": True, "disable_tls": True, "retry_limit": 0,
+                  "from_email": "recon@example.com", "timeout": 5}}))
+    run = tmp_path / "run"
+    res = _bucketed(run)
+    (run / "result.json").write_text(json.dumps(res))
+    render_report(res, run)
+    flow = load_flow(Path(pipeline.DEFAULT_CONFIG), "demo_orders")
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    with pytest.raises(Exception, match="(?i)connect|refused"):
+        pipeline.notify(flow, run)  # the Airflow task fails here and retries
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before, \
+        "a failed send changes nothing on disk"
+    with MailCatcher(tmp_path / "mail", port=port):
+        assert pipeline.notify(flow, run).endswith("FINDINGS")  # the retry
+    [mail] = read_maildir(tmp_path / "mail")
+    assert mail["To"] == "orders-team@example.com"
+    assert [a.get_filename() for a in mail.iter_attachments()] == ["db__topic.csv"]
