@@ -70,7 +70,8 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
                  out: str | None = None, audit: list[dict[str, Any]] | None = None
                  ) -> dict[str, Any]:
     replays = [{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
-                                  "fingerprint") if k in r} for r in topic["replays"]]
+                                  "fingerprint", "out_of_order") if k in r}
+               for r in topic["replays"]]
     names = [p.name for p in flow.points]
     topic_at = names.index(flow.topic_tier.name)
     tiers, hops, findings = [], [], []
@@ -119,6 +120,12 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
     more_reasons, retention_findings = retention_reasons(flow, window, topic)
     reasons += more_reasons
     findings += retention_findings
+    disorder = max((r.get("out_of_order") or 0 for r in topic["replays"]), default=0)
+    if disorder:
+        reasons.append(
+            f"{disorder} record(s) between the offsets replayed for the window carry Kafka "
+            f"timestamps outside it: the topic's timestamps are out of order, so records of the "
+            f"window may also lie outside the offsets found by timestamp")
     consistent = replays_consistent(topic["replays"])
     if not consistent:
         findings.append({"kind": "replay_unstable", "side": "write", "hop": flow.topic_tier.name,

@@ -65,12 +65,19 @@ def extract_records(raw: DataFrame, id_path: str, event_time_path: str) -> DataF
     )
 
 
-def summarize(records: DataFrame, start: datetime, end: datetime) -> DataFrame:
-    """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint.
+def summarize(records: DataFrame, start: datetime, end: datetime,
+              closes_at: datetime | None = None) -> DataFrame:
+    """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint,
+    and `out_of_order`.
 
     The fingerprint is the sum of 64-bit hashes of the window's ids (an exact decimal): it does
     not depend on the order records were read in, and replays that read different id multisets
     disagree on it.
+
+    The offsets read are found by Kafka timestamp: from the first record at or after the window
+    start to the first at or after its close. A record between them stamped before the start or
+    at or after the close proves the partition's timestamps are out of order, so records of the
+    window may also lie outside those offsets: `out_of_order` counts them.
     """
     from pyspark.sql import functions as F
 
@@ -84,6 +91,8 @@ def summarize(records: DataFrame, start: datetime, end: datetime) -> DataFrame:
         F.count(F.when(~identifiable, 1)).alias("unidentifiable"),
         F.coalesce(F.sum(F.when(in_window, F.xxhash64("id").cast("decimal(38,0)"))),
                    F.lit(0).cast("decimal(38,0)")).cast("string").alias("fingerprint"),
+        F.count(F.when((F.col("kafka_ts") < F.lit(start))
+                       | (F.col("kafka_ts") >= F.lit(closes_at or end)), 1)).alias("out_of_order"),
     )
 
 
@@ -136,7 +145,8 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
         # overwrite: re-running the window replaces this replay
         extract_records(raw, flow.record.id, flow.record.event_time) \
             .write.mode("overwrite").parquet(str(target))
-        row = summarize(spark.read.parquet(str(target)), window.start, window.end).first()
+        row = summarize(spark.read.parquet(str(target)), window.start, window.end,
+                        window.closes_at).first()
         assert row is not None
         replays.append({"group": group, "path": str(target), **row.asDict()})
     out = {

@@ -27,7 +27,10 @@ def publish_orders(db: Path, bootstrap: str, topic: str, ledger: Path) -> int:
             failed.append(f"{msg.key()!r}: {err}")
 
     with sqlite3.connect(db) as con:
-        rows = con.execute("SELECT order_id, created_at, customer, amount FROM orders").fetchall()
+        # in created_at order, as a CDC connector reads the database's log in commit order:
+        # each partition's Kafka timestamps then rise with its offsets
+        rows = con.execute("SELECT order_id, created_at, customer, amount FROM orders "
+                           "ORDER BY created_at, order_id").fetchall()
     for order_id, created_at, customer, amount in rows:
         ts = datetime.strptime(created_at, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
         value = {"order_id": order_id, "created_at": ts.strftime("%Y-%m-%dT%H:%M:%SZ"),

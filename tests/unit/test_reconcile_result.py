@@ -127,3 +127,14 @@ def test_group_behind_log_start_is_consume_side_loss_to_retention() -> None:
     (f,) = [f for f in r["findings"] if f.get("cause") == "retention"]
     assert (f["side"], f["hop"], f["count"], f["group"]) == (
         "consume", "orders_topic->warehouse", 15, "orders-loader")
+
+
+def test_out_of_order_kafka_timestamps_make_the_run_inconclusive_not_a_loss() -> None:
+    t = topic(8, 8)
+    for r in t["replays"]:
+        r["out_of_order"] = 3
+    r = result([hop("orders_db", "orders_topic", "write", 100, 8, miss=92),
+                hop("orders_topic", "warehouse", "consume", 8, 8)], t)
+    assert r["status"] == "inconclusive"
+    assert "3 record(s) between the offsets replayed for the window carry Kafka timestamps " \
+           "outside it" in r["reasons"][0]

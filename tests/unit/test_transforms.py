@@ -156,3 +156,14 @@ def test_top_level_fields_are_parsed_once_with_the_same_answer(spark: SparkSessi
     assert got == [("7", datetime(2026, 11, 20, 5), 1), (None, None, 2),
                    (None, datetime(2026, 11, 20, 6), 3)]
     assert fast.columns == ["id", "event_time", "partition", "offset", "kafka_ts"]
+
+
+def test_records_stamped_outside_the_window_between_its_offsets_are_out_of_order(
+        spark: SparkSession) -> None:
+    closes = END + timedelta(minutes=10)
+    rows = [("1", at(1), 0, 1, at(1)),
+            ("2", at(2), 0, 2, END + timedelta(minutes=5)),   # inside grace: late, in order
+            ("3", at(3), 0, 3, closes + timedelta(days=1)),   # a later day, before a window one
+            ("4", at(4), 0, 4, START - timedelta(hours=1))]   # an earlier day, after the start
+    row = P.summarize(spark.createDataFrame(rows, TOPIC), START, END, closes).first()
+    assert row is not None and row["out_of_order"] == 2
