@@ -10,12 +10,14 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kafka_recon.window import parse_instant
+
 _LOSS = "#d62728"
 _DUP = "#ff7f0e"
 
 
 def _t(iso: str) -> datetime:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC)
+    return parse_instant(iso, "chart")
 
 
 def _figure(width: float = 9, height: float = 3.6) -> tuple[Any, Any]:

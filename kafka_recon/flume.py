@@ -25,7 +25,7 @@ from typing import Any
 
 from kafka_recon.config import Flow, FlumeTier
 from kafka_recon.paths import REPO_ROOT
-from kafka_recon.window import Window
+from kafka_recon.window import Window, iso_z
 
 TIMEOUT_S = 10.0
 SCHEMA = """CREATE TABLE IF NOT EXISTS flume_snapshot (
@@ -103,10 +103,10 @@ def take_snapshots(flows: dict[str, Flow], path: Path | None = None,
                 data = fetch_metrics(tier)
                 snap = parse_metrics(tier, data, now)
                 con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                            (flow.name, tier.name, _iso(now), snap.source_start,
+                            (flow.name, tier.name, iso_z(now), snap.source_start,
                              snap.source_accepted, snap.sink_start, snap.sink_drained,
                              json.dumps(data)))
-                taken.append({"flow": flow.name, "tier": tier.name, "taken_at": _iso(now),
+                taken.append({"flow": flow.name, "tier": tier.name, "taken_at": iso_z(now),
                               "accepted": snap.source_accepted, "drained": snap.sink_drained})
     return taken
 
@@ -156,20 +156,16 @@ def stage_flume_tier(flow: Flow, tier: FlumeTier, window: Window,
             hi = min(t + flow.bucket, window.end)
             chain = bracket(snaps, t, hi)
             if chain is None:
-                reasons.append(f"tier '{tier.name}': no Flume snapshot brackets {_iso(t)} - "
-                               f"{_iso(hi)} (run `kafka-recon snapshot` on a schedule)")
+                reasons.append(f"tier '{tier.name}': no Flume snapshot brackets {iso_z(t)} - "
+                               f"{iso_z(hi)} (run `kafka-recon snapshot` on a schedule)")
                 break
             n, r = growth(chain, value, start_field)
-            buckets[_iso(t)] = n
+            buckets[iso_z(t)] = n
             restarts += r
             t = hi
         points.append({"name": f"{tier.name}.{point}", "kind": "counts",
                        "count": sum(buckets.values()), "buckets": buckets,
                        "restarts": restarts, "reasons": reasons})
     return points
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -30,14 +30,20 @@ from sqlalchemy import (
 )
 
 from kafka_recon.config import Flow
+from kafka_recon.window import iso_z, parse_instant
 
 metadata = MetaData()
 
+
+def _window_key() -> list[Column[Any]]:
+    """The key every table starts with: a run is one flow over one window."""
+    return [Column("flow", String(200), primary_key=True),
+            Column("window_start", DateTime(timezone=True), primary_key=True),
+            Column("window_end", DateTime(timezone=True), primary_key=True)]
+
+
 runs = Table(
-    "recon_run", metadata,
-    Column("flow", String(200), primary_key=True),
-    Column("window_start", DateTime(timezone=True), primary_key=True),
-    Column("window_end", DateTime(timezone=True), primary_key=True),
+    "recon_run", metadata, *_window_key(),
     Column("status", String(20), nullable=False),
     Column("findings", Integer, nullable=False),  # loss-verdict findings, audit risks excluded
     Column("summary", Text, nullable=False),  # the one-line verdict
@@ -48,20 +54,14 @@ runs = Table(
 )
 
 tier_buckets = Table(
-    "recon_tier_bucket", metadata,
-    Column("flow", String(200), primary_key=True),
-    Column("window_start", DateTime(timezone=True), primary_key=True),
-    Column("window_end", DateTime(timezone=True), primary_key=True),
+    "recon_tier_bucket", metadata, *_window_key(),
     Column("tier", String(200), primary_key=True),
     Column("bucket", DateTime(timezone=True), primary_key=True),
     Column("records", Integer, nullable=False),
 )
 
 hop_buckets = Table(
-    "recon_hop_bucket", metadata,
-    Column("flow", String(200), primary_key=True),
-    Column("window_start", DateTime(timezone=True), primary_key=True),
-    Column("window_end", DateTime(timezone=True), primary_key=True),
+    "recon_hop_bucket", metadata, *_window_key(),
     Column("hop", String(400), primary_key=True),
     Column("bucket", DateTime(timezone=True), primary_key=True),
     Column("side", String(10), nullable=False),
@@ -95,7 +95,7 @@ def engine(url: str | None = None) -> Engine:
 
 
 def _t(iso: str) -> datetime:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC)
+    return parse_instant(iso, "history")
 
 
 def _utc(t: datetime) -> datetime:
@@ -211,17 +211,20 @@ def flow_runs(flow: str, limit: int = 60, eng: Engine | None = None) -> list[dic
             .group_by(tier_buckets.c.window_start, tier_buckets.c.window_end,
                       tier_buckets.c.tier)).all()
     by_window = {(_utc(s), _utc(e)): (int(m or 0), int(d or 0)) for s, e, m, d in sums}
+    tiers: dict[tuple[datetime, datetime], dict[str, int]] = {}
+    for s, e, t, n in vols:
+        tiers.setdefault((_utc(s), _utc(e)), {})[t] = int(n or 0)
     for r in rows:
         key = (_t(r["window_start"]), _t(r["window_end"]))
         r["missing"], r["duplicate"] = by_window.get(key, (0, 0))
-        r["tiers"] = {t: int(n or 0) for s, e, t, n in vols if (_utc(s), _utc(e)) == key}
+        r["tiers"] = tiers.get(key, {})
     return rows
 
 
 def _run_row(m: Any) -> dict[str, Any]:
     out = dict(m)
     for k in ("window_start", "window_end", "recorded_at"):
-        out[k] = _utc(out[k]).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out[k] = iso_z(_utc(out[k]))
     return out
 
 

@@ -50,12 +50,12 @@ class Window:
         return int(t.timestamp() * 1000)
 
     def as_json(self) -> dict[str, str]:
-        return {"start": _iso(self.start), "end": _iso(self.end)}
+        return {"start": iso_z(self.start), "end": iso_z(self.end)}
 
     def sql_params(self) -> dict[str, datetime]:
         """Naive UTC bounds: what SQLite text columns and PostgreSQL timestamps both compare."""
         return {"start": self.start.replace(tzinfo=None), "end": self.end.replace(tzinfo=None)}
 
 
-def _iso(t: datetime) -> str:
+def iso_z(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
