@@ -300,6 +300,18 @@ class KafkaCluster:
         n.pid = None
         self._save_state()
 
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP one node: alive but silent, so it stops fetching and falls out of the ISR."""
+        n = self.node(node_id)
+        if not (n.pid and _pid_alive(n.pid)):
+            raise KafkaStartError(f"node {node_id} is not running: it cannot be paused")
+        os.killpg(n.pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        n = self.node(node_id)
+        if n.pid and _pid_alive(n.pid):
+            os.killpg(n.pid, signal.SIGCONT)
+
     def restart(self, node_id: int, timeout: float = START_TIMEOUT_S) -> None:
         n = self.node(node_id)
         if n.pid and _pid_alive(n.pid):
