@@ -328,6 +328,7 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
             if app.running():
                 app.stop(10)
         for node, alive in cluster.running().items():
+            cluster.resume(node)  # a paused follower left behind would freeze the next one
             if not alive:  # a fault left a broker down: bring it back for the next one
                 cluster.restart(node)
         if ctx.extra_flume is not None:

@@ -115,7 +115,8 @@ OVERSIZE = {700: 20_000, 1400: 20_000, 2100: 20_000}
 
 
 def s4(ctx: Ctx) -> None:
-    p = ctx.producer(config={"acks": "all", "enable.idempotence": False},
+    # batches smaller than the topic's limit: only a record that is itself too big is refused
+    p = ctx.producer(config={"acks": "all", "enable.idempotence": False, "batch.size": 4096},
                      pad={str(k): v for k, v in OVERSIZE.items() if k <= 2000})
     c = ctx.consumer()
     p.wait()
@@ -324,7 +325,7 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S1", "producer acks=0, leader killed and restarted while sending", "000, 001, 002",
              [("loss", "write", "db->topic")], s1, replication=2),
     Scenario("S2", "acks=1, ISR shrank to the leader, leader killed, unclean election",
-             "000-004", [("loss", "write", "db->topic")], s2, replication=2,
+             "000-004", [("loss", "write", "db->topic")], s2, replication=2, rows=8000,
              topic_config={"unclean.leader.election.enable": "true"}, bite=_lost_acked),
     Scenario("S3", "fire-and-forget send, partition offline past delivery.timeout.ms",
              "000, 001", [("loss", "write", "db->topic")], s3, replication=1),
@@ -336,14 +337,14 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S6", "commit before processing, consumer killed mid-batch", "000",
              [("loss", "consume", "topic->{sink}")], s6, partitions=2),
     Scenario("S7", "retries without idempotence, acks lost to request timeouts", "000, 003",
-             [("duplicate", "write", "db->topic")], s7,
+             [("duplicate", "write", "db->topic")], s7, rows=6000,
              topic_config={"min.insync.replicas": "2"}),
     Scenario("S8", "processed, killed before commit, reprocessed", "000, 004",
              [("duplicate", "consume", "topic->{sink}")], s8, partitions=2),
     Scenario("S11", "transactions, every third aborted, read_committed", "003", [], s11,
              partitions=2, status="ok"),
     Scenario("S12", "safe config under a paused follower, a killed leader and a killed "
-             "consumer", "000-004", [], s12, status="ok",
+             "consumer", "000-004", [], s12, status="ok", rows=6000,
              topic_config={"min.insync.replicas": "2",
                            "unclean.leader.election.enable": "false"}),
     Scenario("S13", "records created near the window end, arriving inside grace", "004",
