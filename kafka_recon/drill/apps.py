@@ -140,7 +140,10 @@ def run_consumer(spec: dict[str, Any]) -> int:
     consumer.subscribe([spec["topic"]])
     sink = sqlite3.connect(spec["sink"], isolation_level=None)
     sink.execute("PRAGMA journal_mode=WAL")
-    insert = "INSERT OR REPLACE" if spec.get("upsert") else "INSERT"
+    insert = "INSERT"
+    if spec.get("upsert"):  # an idempotent sink: a replayed record replaces its own row
+        sink.execute("CREATE UNIQUE INDEX IF NOT EXISTS dst_id ON dst (id)")
+        insert = "INSERT OR REPLACE"
     process_s = float(spec.get("process_ms", 0)) / 1000
     at_eof: set[int] = set()
     processed = 0

@@ -416,7 +416,7 @@ def _found_words(got: dict[str, Any]) -> str:
     for f in got["flows"]:
         items = [f"{k.replace('/', ', ', 2)}: {n}" for k, n in sorted(f["found"].items())]
         parts.append(("; ".join(items) or "nothing") + f" [{f['status']}]")
-    return " | ".join(parts)
+    return " — ".join(parts)
 
 
 def pick(scenarios: dict[str, Scenario], wanted: list[str] | None) -> list[Scenario]:

@@ -111,7 +111,7 @@ def s3(ctx: Ctx) -> None:
     ctx.drain(c)
 
 
-OVERSIZE = {700: 20_000, 1400: 20_000, 2100: 20_000}
+OVERSIZE = {500: 20_000, 1000: 20_000, 1500: 20_000}
 
 
 def s4(ctx: Ctx) -> None:
@@ -232,8 +232,15 @@ def s11(ctx: Ctx) -> None:
 
 def s12(ctx: Ctx) -> None:
     p = ctx.producer(rate=RATE)
+    _grown(p, "acked", 1500)
+    # the consumer starts behind, so its batches are full when it is killed
     c = ctx.consumer(commit="after", upsert=True, batch=200, process_ms=2)
-    _grown(p, "acked", 500)
+    wait_for("the consumer to process past its last commit",
+             lambda: c.count("processed") >= 200 and _processed_past_committed(ctx, c), 60)
+    c.kill()
+    ctx.note(f"consumer SIGKILLed mid-batch at {c.count('processed')} processed, past its "
+             "last commit; restarted")
+    c.start()
     leader = leader_of(ctx.bootstrap, ctx.topic)
     follower = _follower(ctx, leader)
     ctx.cluster.pause(follower)
@@ -241,16 +248,13 @@ def s12(ctx: Ctx) -> None:
                    f"without {follower}")
     ctx.note(f"follower {follower} paused; ISR shrank to {isr}")
     _grown(p, "acked", 200)
+    if leader_of(ctx.bootstrap, ctx.topic) != leader:
+        raise RuntimeError("the leader moved before the kill")
     ctx.cluster.kill(leader)
     ctx.note(f"leader {leader} (from metadata) SIGKILLed at {p.count('acked')} acked")
     ctx.cluster.resume(follower)
     new = wait_leader_moved(ctx.bootstrap, ctx.topic, 0, leader, timeout=90)
     ctx.note(f"broker {new} elected from the ISR")
-    wait_for("the consumer to process past its last commit",
-             lambda: c.count("processed") >= 200 and _processed_past_committed(ctx, c), 60)
-    c.kill()
-    ctx.note(f"consumer SIGKILLed mid-batch at {c.count('processed')} processed")
-    c.start()
     ctx.cluster.restart(leader)
     assert p.wait() == 0
     ctx.drain(c)
@@ -306,9 +310,11 @@ def _max_ts(ctx: Ctx) -> str:
 
 
 def s15(ctx: Ctx) -> None:
-    p = ctx.producer()
     a = ctx.consumer(sink="sink_a")
     b = ctx.consumer(sink="sink_b")
+    wait_for("both apps to hold partitions of the shared group",
+             lambda: a.state().get("assigned") and b.state().get("assigned"), 60)
+    p = ctx.producer()
     assert p.wait() == 0
     ctx.drain(a, b)
     ctx.note(f"one group.id, two apps: sink_a took partitions "
@@ -344,7 +350,7 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S11", "transactions, every third aborted, read_committed", "003", [], s11,
              partitions=2, status="ok"),
     Scenario("S12", "safe config under a paused follower, a killed leader and a killed "
-             "consumer", "000-004", [], s12, status="ok", rows=6000,
+             "consumer", "000-004", [], s12, status="ok", rows=10000,
              topic_config={"min.insync.replicas": "2",
                            "unclean.leader.election.enable": "false"}),
     Scenario("S13", "records created near the window end, arriving inside grace", "004",
