@@ -98,17 +98,26 @@ def take_snapshots(flows: dict[str, Flow], path: Path | None = None,
     with _connect(path or store_path()) as con:
         for flow in flows.values():
             for tier in flow.tiers:
-                if not isinstance(tier, FlumeTier):
-                    continue
-                data = fetch_metrics(tier)
-                snap = parse_metrics(tier, data, now)
-                con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                            (flow.name, tier.name, iso_z(now), snap.source_start,
-                             snap.source_accepted, snap.sink_start, snap.sink_drained,
-                             json.dumps(data)))
-                taken.append({"flow": flow.name, "tier": tier.name, "taken_at": iso_z(now),
-                              "accepted": snap.source_accepted, "drained": snap.sink_drained})
+                if isinstance(tier, FlumeTier):
+                    taken.append(snapshot_tier(con, flow.name, tier, now))
     return taken
+
+
+def snapshot_tier(con: sqlite3.Connection, flow: str, tier: FlumeTier,
+                  now: datetime) -> dict[str, Any]:
+    data = fetch_metrics(tier)
+    snap = parse_metrics(tier, data, now)
+    # to the microsecond: a snapshot stored a second early would claim counts it had not seen
+    taken_at = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
+                (flow, tier.name, taken_at, snap.source_start, snap.source_accepted,
+                 snap.sink_start, snap.sink_drained, json.dumps(data)))
+    return {"flow": flow, "tier": tier.name, "taken_at": iso_z(now),
+            "accepted": snap.source_accepted, "drained": snap.sink_drained}
+
+
+def connect_store(path: Path | None = None) -> sqlite3.Connection:
+    return _connect(path or store_path())
 
 
 def load_snapshots(flow: str, tier: str, path: Path | None = None) -> list[Snapshot]:
@@ -116,7 +125,14 @@ def load_snapshots(flow: str, tier: str, path: Path | None = None) -> list[Snaps
         rows = con.execute("SELECT taken_at, source_start, source_accepted, sink_start, "
                            "sink_drained FROM flume_snapshot WHERE flow = ? AND tier = ? "
                            "ORDER BY taken_at", (flow, tier)).fetchall()
-    return [Snapshot(datetime.fromisoformat(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+    # sorted as times, not text: stores written before microseconds mix both spellings
+    return sorted((Snapshot(_instant(r[0]), r[1], r[2], r[3], r[4]) for r in rows),
+                  key=lambda s: s.taken_at)
+
+
+def _instant(text: str) -> datetime:
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def growth(snaps: list[Snapshot], value: str, start_field: str) -> tuple[int, int]:

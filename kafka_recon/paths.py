@@ -35,3 +35,8 @@ def kafka_classpath() -> str:
 def spark_jars() -> list[str]:
     """Local jars for Spark: the Kafka connector and the JDBC drivers (never --packages)."""
     return [str(j) for j in _jar_list("spark")]
+
+
+def flume_classpath() -> str:
+    """Classpath of the Apache Flume agent (the drill's S10)."""
+    return os.pathsep.join(str(j) for j in _jar_list("flume"))

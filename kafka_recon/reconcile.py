@@ -62,6 +62,46 @@ def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
     return reasons, findings
 
 
+def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[str, Any]],
+                         split: dict[str, Any] | None, flow: Flow, out: str | None,
+                         reasons: list[str]) -> list[dict[str, Any]]:
+    """Records retention deleted from the topic are not a write-side loss, when it adds up.
+
+    If exactly one production group lost offsets to retention, and no more records are
+    missing from both the topic and the sink than the offsets it never read, those ids are its
+    retention loss; the rest missing from the topic had been consumed before deletion. The
+    write-side loss at the topic is then explained and withdrawn. Otherwise nothing is
+    withdrawn: the numbers do not add up, and the run stays inconclusive.
+    """
+    if not split:
+        return findings + retention
+    write_hop = f"{split['from']}->{flow.topic_tier.name}"
+    write = [f for f in findings if f["kind"] == "loss" and f["hop"] == write_hop]
+    unread = split["unread"]
+    deleted_unread = sum(f["count"] for f in retention)
+    # offsets deleted unread bound the records lost from above: some were outside the window,
+    # transaction markers, or processed but not yet committed when the consumer stopped
+    consistent = (len(retention) == 1 and unread <= deleted_unread) if retention \
+        else unread == 0
+    if write and write[0]["count"] != split["missing_from_topic"]:
+        consistent = False
+    if not consistent:
+        reasons.append(f"{unread} record(s) are missing from both the topic and "
+                       f"'{split['to']}', but the production groups left {deleted_unread} "
+                       "offset(s) unread before retention deleted them: write-side and "
+                       "retention loss cannot be told apart")
+        return findings + retention
+    for f in retention:
+        f.update(count=unread, offsets=deleted_unread, ids=_rel(split["unread_ids"], out))
+    consumed = split["missing_from_topic"] - unread
+    if write:
+        reasons.append(f"the {write[0]['count']} record(s) missing from topic "
+                       f"'{flow.topic_tier.topic}' were deleted by retention, not lost on the "
+                       f"write side: {consumed} had been consumed into '{split['to']}', "
+                       f"{unread} never were")
+    return [f for f in findings if f not in write] + retention
+
+
 AUDIT_KINDS = ("config_risk", "health")
 
 
@@ -119,7 +159,8 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
 
     more_reasons, retention_findings = retention_reasons(flow, window, topic)
     reasons += more_reasons
-    findings += retention_findings
+    findings = explain_by_retention(findings, retention_findings, aggregates.get("retention"),
+                                    flow, out, reasons)
     disorder = max((r.get("out_of_order") or 0 for r in topic["replays"]), default=0)
     if disorder:
         reasons.append(

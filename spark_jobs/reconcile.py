@@ -150,6 +150,37 @@ def _buckets(df: DataFrame, value: str | None = None) -> dict[str, int]:
             for r in per_bucket(df, value).collect()}
 
 
+def retention_split(flow: Any, window: Any, replays: dict[str, Any],
+                    counts: dict[str, DataFrame | None], out: Path) -> dict[str, Any] | None:
+    """When retention cut the window, which ids missing from the topic had been consumed.
+
+    Ids the upstream has and the topic lost, split by the first id tier after the topic: those
+    there were consumed before retention deleted them; the others are the candidates for the
+    production group's retention loss (`kafka_recon.reconcile` checks them against the offsets
+    deleted unread).
+    """
+    from kafka_recon.topic import PartitionRange, retention_cut
+    from kafka_recon.window import Window
+
+    ranges = [PartitionRange(**o) for o in replays.get("offsets", [])]
+    if not retention_cut(ranges, Window.millis(window.start)):
+        return None
+    names = [p.name for p in flow.points]
+    at = names.index(flow.topic_tier.name)
+    before = next((n for n in reversed(names[:at]) if counts[n] is not None), None)
+    after = next((n for n in names[at + 1:] if counts[n] is not None), None)
+    topic = counts[names[at]]
+    if before is None or after is None or topic is None:
+        return None
+    up, down = counts[before], counts[after]
+    assert up is not None and down is not None
+    lost_from_topic = missing(up, topic).cache()
+    unread = lost_from_topic.join(down.select("id"), "id", "left_anti").cache()
+    path = write_ids(unread, out / "missing" / f"retention__{names[at]}__{after}.csv", ["id"])
+    return {"from": before, "to": after, "missing_from_topic": lost_from_topic.count(),
+            "unread": unread.count(), "unread_ids": path}
+
+
 def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -250,7 +281,10 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
             hop[key] = sum(hop["buckets"][key].values())
         hops.append(hop)
 
-    aggregates = {"tiers": tiers, "hops": hops}
+    aggregates: dict[str, Any] = {"tiers": tiers, "hops": hops}
+    gone = retention_split(flow, window, replays, counts, out)
+    if gone:
+        aggregates["retention"] = gone
     write_json(out / "reconcile.json", aggregates)
     audit_path = out / "audit.json"
     result = build_result(flow, window, aggregates, replays,

@@ -39,7 +39,7 @@ flows:
 """
 FLOW_ONE = """  {name}:
     owners: [drill@example.com]
-    bucket: 10s
+    bucket: {bucket}
     grace: {grace}s
     replays: 2
     record: {{id: "$.id", event_time: "$.ts"}}
@@ -137,9 +137,11 @@ class Ctx:
     evidence: list[str] = field(default_factory=list)
     apps: list[App] = field(default_factory=list)
     upstream: Path = Path()
-    window_end: datetime | None = None   # fixed by a scenario that needs it (late records)
+    window_start: datetime | None = None  # moved by a scenario whose tier starts later (Flume)
+    window_end: datetime | None = None    # fixed by a scenario that needs it (late records)
     grace_s: int = 2
-    extra_flume: Any = None               # S10's agent, when the flow has a Flume tier
+    bucket: str = "10s"
+    flume: Any = None                     # S10's agent and snapshots: stopped after the window
 
     @property
     def bootstrap(self) -> str:
@@ -200,6 +202,8 @@ class Scenario:
     bite: Bite | None = None
     extra_tiers: Callable[[Ctx], str] | None = None
     ids_exact: bool = True       # False: the hop is count-only (a Flume tier), no id file
+    # the truth when a plain read of the topic cannot tell it (retention deleted the records)
+    truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
 
 
 # ---------------------------------------------------------------------- one attempt
@@ -241,6 +245,7 @@ def _write_config(sc: Scenario, ctx: Ctx) -> Path:
     for sink in sc.sinks:
         flows.append(FLOW_ONE.format(
             name=sink if len(sc.sinks) > 1 else "drill", grace=ctx.grace_s, up=ctx.upstream,
+            bucket=ctx.bucket,
             bootstrap=ctx.bootstrap, topic=ctx.topic, group=ctx.group, sink=sink,
             down=ctx.sinks[sink], extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else ""))
     path = ctx.folder / "flows.yaml"
@@ -281,7 +286,8 @@ def found_findings(result: dict[str, Any], out: Path) -> dict[Key, dict[str, Any
     for f in result["findings"]:
         if f["kind"] in AUDIT_KINDS:
             continue
-        key = (f["kind"], f["side"], f["hop"])
+        hop = f["hop"] + (f" ({f['cause']})" if f.get("cause") else "")
+        key = (f["kind"], f["side"], hop)
         found[key] = {"count": f["count"], "ids": _read_ids(out, f.get("ids")),
                       "cause": f.get("cause")}
     return found
@@ -322,27 +328,30 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
     _exec(ctx.upstream, "INSERT INTO src VALUES (?, ?)",
           [(i, sql_time(created)) for i in range(1, sc.rows + 1)])
     try:
-        sc.act(ctx)
+        try:
+            sc.act(ctx)
+        finally:
+            for app in ctx.apps:
+                if app.running():
+                    app.stop(10)
+            for node, alive in cluster.running().items():
+                cluster.resume(node)  # a paused follower left behind would freeze the next one
+                if not alive:  # a fault left a broker down: bring it back for the next one
+                    cluster.restart(node)
+        start = ctx.window_start or start
+        end = ctx.window_end or _ceil_second(datetime.now(UTC)) + timedelta(seconds=1)
+        closes = end + timedelta(seconds=ctx.grace_s)
+        wait = (closes - datetime.now(UTC)).total_seconds() + 1.5
+        if wait > 0:
+            time.sleep(wait)  # the window must be closed before it is judged
     finally:
-        for app in ctx.apps:
-            if app.running():
-                app.stop(10)
-        for node, alive in cluster.running().items():
-            cluster.resume(node)  # a paused follower left behind would freeze the next one
-            if not alive:  # a fault left a broker down: bring it back for the next one
-                cluster.restart(node)
-        if ctx.extra_flume is not None:
-            ctx.extra_flume.stop()
-    end = ctx.window_end or _ceil_second(datetime.now(UTC)) + timedelta(seconds=1)
-    closes = end + timedelta(seconds=ctx.grace_s)
-    wait = (closes - datetime.now(UTC)).total_seconds() + 0.5
-    if wait > 0:
-        time.sleep(wait)  # the window must be closed before it is judged
+        if ctx.flume is not None:
+            ctx.flume.stop()
     up = sql_ids(str(ctx.upstream), "src", start, end)
     tp, late = topic_ids(ctx.bootstrap, ctx.topic, start, end, closes)
     truth = Truth(up, tp, late, {s: sql_ids(str(p), "dst", start, end)
                                  for s, p in ctx.sinks.items()})
-    expected = expected_findings(truth, sc.write_hop)
+    expected = sc.truth(ctx, truth) if sc.truth else expected_findings(truth, sc.write_hop)
     config = _write_config(sc, ctx)
     flows: list[dict[str, Any]] = []
     for sink in sc.sinks:

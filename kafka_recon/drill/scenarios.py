@@ -8,7 +8,12 @@ processed). What each act saw is kept as evidence in the matrix.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from kafka_recon.drill import ledger
 from kafka_recon.drill.faults import (
@@ -19,7 +24,7 @@ from kafka_recon.drill.faults import (
     wait_isr,
     wait_leader_moved,
 )
-from kafka_recon.drill.runner import App, Ctx, Scenario, Truth
+from kafka_recon.drill.runner import App, Ctx, Key, Scenario, Truth
 
 RATE = 500  # records/s: sending lasts seconds, so a fault lands in the middle of it
 
@@ -216,7 +221,160 @@ def s7(ctx: Ctx) -> None:
 
 
 def s9(ctx: Ctx) -> None:
-    raise NotImplementedError("S9 needs retention-aware reconciliation")
+    from confluent_kafka import Producer
+
+    from kafka_recon.drill.faults import log_start
+
+    c = ctx.consumer(process_ms=10)  # a slow consumer: 100 records/s
+    p = ctx.producer()
+    wait_for("the consumer to process its first records", lambda: c.count("processed") >= 300,
+             60)
+    c.kill()
+    ctx.note(f"consumer SIGKILLed after {c.count('processed')} processed: it stays down")
+    assert p.wait() == 0
+    # the segment holding the window must be closed before retention can delete it: a record
+    # from outside the window (a heartbeat) rolls it once segment.ms has passed
+    time.sleep(2.5)
+    hb = Producer({"bootstrap.servers": ctx.bootstrap})
+    hb.produce(ctx.topic, key="0", value=json.dumps({"id": 0, "ts": "2000-01-01 00:00:00"}))
+    hb.flush(30)
+    alter_topic(ctx.bootstrap, ctx.topic, {"retention.ms": "1000"})
+    ctx.note("retention.ms shortened to 1 s")
+    committed = max((int(r["offset"]) for r in ledger.read(c.ledger, "committed")), default=0)
+    low = wait_for("retention to delete past the group's committed offset",
+                   lambda: (n := log_start(ctx.bootstrap, ctx.topic, 0)) > committed and n, 90)
+    alter_topic(ctx.bootstrap, ctx.topic, {"retention.ms": "604800000"})
+    ctx.note(f"log start moved to {low}, the group had committed {committed}: "
+             f"{low - committed} offsets deleted unread; retention restored to 7 days")
+
+
+def s9_truth(ctx: Ctx, truth: Truth) -> dict[str, dict[Key, dict[str, Any]]]:
+    """Deleted before consumed: acknowledged by Kafka, never processed (the apps' ledgers)."""
+    acked = set(ledger.ids(ctx.folder / "producer" / "ledger", "acked"))
+    processed = set(ledger.ids(ctx.folder / "sink" / "ledger", "processed"))
+    still = set(truth.topic)
+    gone = (acked & set(truth.upstream)) - processed - still
+    found = {("loss", "consume", "topic->sink (retention)"): {"ids": gone, "count": len(gone)}}
+    unread_left = still - set(truth.sinks["sink"])
+    if unread_left:
+        found[("loss", "consume", "topic->sink")] = {"ids": unread_left,
+                                                     "count": len(unread_left)}
+    return {"sink": found if gone else {}}
+
+
+# ------------------------------------------------------------------ Flume (S10)
+class _FlumeUnderWatch:
+    """The agent and a thread snapshotting its counters every second, as the scheduled
+    `kafka-recon snapshot` would, into the store the reconciliation reads."""
+
+    def __init__(self, agent: Any, store: Path) -> None:
+        from kafka_recon.config import FlumeTier
+
+        self.agent, self.store = agent, store
+        self.tier = FlumeTier(name="collector", type="flume", metrics_url=agent.metrics_url,
+                              source="r1", sink="k1")
+        self.taken = 0
+        self.accepted = 0  # as of the last snapshot
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        from kafka_recon.flume import FlumeError, connect_store, snapshot_tier
+
+        while not self._stop.is_set():
+            try:
+                with connect_store(self.store) as con:
+                    snap = snapshot_tier(con, "drill", self.tier, datetime.now(UTC))
+                self.taken += 1
+                self.accepted = int(snap["accepted"])
+            except FlumeError:
+                pass  # the agent is down: no snapshot, as in production
+            self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.agent.stop()
+
+
+def _flume_tier(ctx: Ctx) -> str:
+    return (f"      - name: collector\n        type: flume\n"
+            f"        metrics_url: \"{ctx.flume.agent.metrics_url}\"\n"
+            f"        source: r1\n        sink: k1\n")
+
+
+def _flume_counts(agent: Any) -> tuple[int, int, int]:
+    m = agent.metrics()
+    return (int(m["SOURCE.r1"]["EventAcceptedCount"]), int(m["SINK.k1"]["EventDrainSuccessCount"]),
+            int(m["CHANNEL.c1"]["ChannelSize"]))
+
+
+def s10(ctx: Ctx) -> None:
+    import os
+
+    from kafka_recon.devenv.flume import FlumeAgent
+    from kafka_recon.drill.runner import _exec, sql_time
+
+    agent = FlumeAgent(ctx.folder / "flume", ctx.bootstrap, ctx.topic).start()
+    store = ctx.folder / "flume-snapshots.db"
+    os.environ["KAFKA_RECON_SNAPSHOTS"] = str(store)  # where staging reads this run's counters
+    ctx.flume = _FlumeUnderWatch(agent, store)
+    wait_for("a first snapshot of the agent's counters", lambda: ctx.flume.taken, 30)
+    # the window starts once the agent is watched; the rows are created inside it
+    ctx.window_start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    ctx.bucket = "5m"
+    wait_for("the window to start", lambda: datetime.now(UTC) >= ctx.window_start, 5)
+    _exec(ctx.upstream, "UPDATE src SET ts = ?", [(sql_time(datetime.now(UTC)),)])
+    c = ctx.consumer()
+    rows = _upstream(ctx)
+    first, second = rows[: len(rows) // 2], rows[len(rows) // 2:]
+    book = ledger.Ledger(ctx.folder / "flume-client" / "ledger")
+
+    def post(batch: list[tuple[int, str]]) -> None:
+        for i in range(0, len(batch), 100):
+            chunk = batch[i:i + 100]
+            agent.post([{"headers": {"key": str(r)},
+                         "body": json.dumps({"id": r, "ts": ts})}
+                        for r, ts in chunk])
+            for r, _ in chunk:
+                book.write("sent", r)
+
+    post(first)
+    wait_for("the agent to drain the first half into Kafka",
+             lambda: _flume_counts(agent)[1] >= len(first), 60)
+    leader = leader_of(ctx.bootstrap, ctx.topic)
+    follower = _follower(ctx, leader)
+    ctx.cluster.kill(follower)
+    isr = wait_isr(ctx.bootstrap, ctx.topic, 0, lambda isr: follower not in isr,
+                   f"without {follower}")
+    ctx.note(f"{len(first)} events drained; broker {follower} killed, ISR {isr} is below "
+             f"the topic's min.insync.replicas=3: the Kafka sink cannot deliver")
+    post(second)
+    acc, drained, size = wait_for(
+        "the second half to sit in the memory channel",
+        lambda: (n := _flume_counts(agent))[0] >= len(rows) and n, 60)
+    # as in production, the events sat in the channel long enough for a scheduled snapshot
+    # to count them accepted; what an agent accepts after its last snapshot dies uncounted
+    wait_for("a snapshot counting every event accepted",
+             lambda: ctx.flume.accepted >= len(rows), 30)
+    agent.kill()
+    ctx.note(f"agent SIGKILLed with {acc} accepted, {drained} drained, {size} in the memory "
+             f"channel (plus a batch taken by the stalled sink)")
+    ctx.cluster.restart(follower)
+    agent.start()
+    ctx.note("broker and agent restarted; the new agent's counters start from zero")
+    ctx.drain(c)
+    book.close()
+
+
+def _upstream(ctx: Ctx) -> list[tuple[int, str]]:
+    import sqlite3
+
+    con = sqlite3.connect(ctx.upstream)
+    rows = [(int(i), str(t)) for i, t in con.execute("SELECT id, ts FROM src ORDER BY id")]
+    con.close()
+    return rows
 
 
 # ------------------------------------------------------------------ controls and others
@@ -347,6 +505,14 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              topic_config={"min.insync.replicas": "2"}),
     Scenario("S8", "processed, killed before commit, reprocessed", "000, 004",
              [("duplicate", "consume", "topic->{sink}")], s8, partitions=2),
+    Scenario("S9", "retention shortened while the consumer is down", "004",
+             [("loss", "consume", "topic->{sink} (retention)")], s9, status="inconclusive",
+             topic_config={"segment.ms": "2000"}, truth=s9_truth),
+    Scenario("S10", "Flume agent killed with events in its memory channel", "004",
+             [("loss", "write", "collector.source->collector.sink")], s10,
+             topic_config={"min.insync.replicas": "3"},
+             write_hop="collector.source->collector.sink", extra_tiers=_flume_tier,
+             ids_exact=False),
     Scenario("S11", "transactions, every third aborted, read_committed", "003", [], s11,
              partitions=2, status="ok"),
     Scenario("S12", "safe config under a paused follower, a killed leader and a killed "

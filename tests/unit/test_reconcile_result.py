@@ -138,3 +138,44 @@ def test_out_of_order_kafka_timestamps_make_the_run_inconclusive_not_a_loss() ->
     assert r["status"] == "inconclusive"
     assert "3 record(s) between the offsets replayed for the window carry Kafka timestamps " \
            "outside it" in r["reasons"][0]
+
+
+def _retention_run(unread: int, missing_from_topic: int = 40, write_missing: int = 40,
+                   committed_at: int = 10) -> dict[str, Any]:
+    """Retention moved the log start to 40 while the group had committed `committed_at`."""
+    start_ms = Window.millis(WINDOW.start)
+    offsets = [{"partition": 0, "start": 40, "end": 100, "log_start": 40, "high_watermark": 100,
+                "first_timestamp": start_ms + 1000}]
+    hops = [hop("orders_db", "orders_topic", "write", 100, 60, miss=write_missing),
+            hop("orders_topic", "warehouse", "consume", 60, 60)]
+    split = {"from": "orders_db", "to": "warehouse", "missing_from_topic": missing_from_topic,
+             "unread": unread, "unread_ids": "/run/missing/retention.csv"}
+    t = topic(60, offsets=offsets, committed={"orders-loader": {"0": committed_at}})
+    return build_result(FLOW, WINDOW, {"tiers": [tier("orders_db", 100),
+                                                 tier("orders_topic", 60),
+                                                 tier("warehouse", 70)],
+                                       "hops": hops, "retention": split}, t, now=LATER,
+                        out="/run")
+
+
+def test_records_deleted_by_retention_are_the_groups_loss_not_a_write_side_loss() -> None:
+    r = _retention_run(unread=28)  # 30 offsets deleted unread, 2 of them processed uncommitted
+    kinds = [(f["kind"], f["side"], f["hop"], f["count"], f.get("cause")) for f in r["findings"]]
+    assert kinds == [("loss", "consume", "orders_topic->warehouse", 28, "retention")]
+    (f,) = r["findings"]
+    assert (f["ids"], f["offsets"]) == ("missing/retention.csv", 30)
+    assert r["status"] == "inconclusive"
+    assert any("12 had been consumed into 'warehouse', 28 never were" in x for x in r["reasons"])
+
+
+def test_more_records_gone_than_offsets_deleted_unread_keeps_the_write_side_loss() -> None:
+    r = _retention_run(unread=35)  # 5 more than retention can explain: never written
+    kinds = sorted((f["kind"], f["side"], f.get("cause")) for f in r["findings"])
+    assert kinds == [("loss", "consume", "retention"), ("loss", "write", None)]
+    assert any("cannot be told apart" in x for x in r["reasons"])
+
+
+def test_a_group_that_read_everything_before_deletion_explains_the_whole_gap() -> None:
+    r = _retention_run(unread=0, committed_at=100)
+    assert [f for f in r["findings"] if f["kind"] == "loss"] == []
+    assert r["status"] == "inconclusive"  # the window start is still gone from the topic
