@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv jars demo ui test test-unit test-integration lint lock clean bench postgres chromium
+.PHONY: all setup venv jars demo ui drill test test-unit test-integration lint lock clean bench postgres chromium
 BENCH_ARGS ?=
 
 all: setup
@@ -29,9 +29,10 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 jars: .jars/.installed
 .jars/.installed: jvm/pom.xml jvm/settings.xml
 	@command -v mvn >/dev/null || { echo "mvn not found: install Maven (Debian: maven)"; exit 2; }
-	rm -rf .jars/kafka .jars/spark
+	rm -rf .jars/kafka .jars/spark .jars/flume
 	$(MVN) -P kafka dependency:copy-dependencies
 	$(MVN) -P spark dependency:copy-dependencies
+	$(MVN) -P flume dependency:copy-dependencies
 	touch $@
 
 demo: setup
@@ -40,6 +41,12 @@ demo: setup
 # Airflow on loopback with the demo flow's history on the Reconciliation page; Ctrl-C stops it
 ui: setup postgres
 	$(PY) -m kafka_recon.demo.ui
+
+# the loss drill: all fifteen scenarios on a real three-broker cluster and a Flume agent;
+# writes docs/drill.md and docs/drill.json. DRILL_ARGS="--scenario S2 S5" for a subset.
+DRILL_ARGS ?=
+drill: setup
+	$(PY) -m kafka_recon.cli drill $(DRILL_ARGS)
 
 # the integration tier runs a private PostgreSQL from Debian's package
 postgres:
@@ -79,4 +86,4 @@ lock: venv
 	$(UV) pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .jars demo-out ui-out runs bench-out test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jars demo-out ui-out drill-out runs bench-out test-artifacts .pytest_cache .mypy_cache .ruff_cache

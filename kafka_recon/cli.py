@@ -3,6 +3,7 @@
     kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters, on a schedule)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
+    kafka-recon drill [--scenario S1 ...] [--repeat N]   (the loss drill; exit 1 unless all pass)
 
 Exit codes (DESIGN.md): 0 status ok; 1 findings or inconclusive; 2 the run could not be made
 (bad config or window, unreachable service); the message says what and where.
@@ -128,6 +129,19 @@ def _audit(a: argparse.Namespace) -> int:
     return EXIT_FINDINGS if high else EXIT_OK
 
 
+def _drill(a: argparse.Namespace) -> int:
+    from kafka_recon.drill.matrix import default_docs, run_drill
+
+    if a.repeat < 1 or a.attempts < 1:
+        raise UsageError("--repeat and --attempts must be at least 1")
+    try:
+        rows = run_drill(a.scenario, a.out, repeat=a.repeat, attempts=a.attempts,
+                         docs=None if a.no_docs else (a.docs or default_docs()))
+    except ValueError as exc:  # an unknown scenario id
+        raise UsageError(str(exc)) from exc
+    return EXIT_OK if all(r["result"] == "pass" for r in rows) else EXIT_FINDINGS
+
+
 def main(argv: list[str] | None = None) -> int:
     from kafka_recon.config import ConfigError
     from kafka_recon.flume import FlumeError
@@ -154,9 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
     au.add_argument("--config", required=True, type=Path)
     au.add_argument("--flow", help="only this flow")
+    d = sub.add_parser("drill", help="make every loss scenario happen on a real cluster and "
+                       "check the reconciliation finds it")
+    d.add_argument("--scenario", nargs="+", help="scenario ids (default: all, S1-S15)")
+    d.add_argument("--repeat", type=int, default=5, help="runs of each negative control "
+                   "(S11, S12), default 5")
+    d.add_argument("--attempts", type=int, default=3, help="re-runs of a scenario whose fault "
+                   "did not bite, default 3")
+    d.add_argument("--out", type=Path, default=Path("drill-out"), help="work folder (replaced)")
+    d.add_argument("--docs", type=Path, help="where drill.md and drill.json go (default docs/)")
+    d.add_argument("--no-docs", action="store_true", help="print the matrix only")
     a = p.parse_args(argv)
     try:
-        return {"run": _run, "snapshot": _snapshot, "audit": _audit}[a.command](a)
+        return {"run": _run, "snapshot": _snapshot, "audit": _audit,
+                "drill": _drill}[a.command](a)
     except (ConfigError, WindowError, SourceError, TopicError, JdbcError, UsageError,
             FlumeError) as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)

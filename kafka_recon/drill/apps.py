@@ -162,7 +162,7 @@ def run_consumer(spec: dict[str, Any]) -> int:
                 ledger.write("committed", tp.partition, tp.offset)
 
     while not stopping:
-        msgs = consumer.consume(int(spec.get("batch", 100)), 0.5)
+        msgs: list[Any] = consumer.consume(int(spec.get("batch", 100)), 0.5)
         good = []
         for m in msgs:
             if m.error() is None:

@@ -174,7 +174,7 @@ def _processed_past_committed(ctx: Ctx, app: App) -> bool:
 def _crash_consumer(ctx: Ctx, commit: str, when: str) -> None:
     p = ctx.producer()
     assert p.wait() == 0
-    spec = {"commit": commit, "batch": 200, "process_ms": 4}
+    spec: dict[str, Any] = {"commit": commit, "batch": 200, "process_ms": 4}
     if commit == "auto":
         spec["config"] = {"auto.commit.interval.ms": 100}
     c = ctx.consumer(**spec)
@@ -322,9 +322,9 @@ def s10(ctx: Ctx) -> None:
     ctx.flume = _FlumeUnderWatch(agent, store)
     wait_for("a first snapshot of the agent's counters", lambda: ctx.flume.taken, 30)
     # the window starts once the agent is watched; the rows are created inside it
-    ctx.window_start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
-    ctx.bucket = "5m"
-    wait_for("the window to start", lambda: datetime.now(UTC) >= ctx.window_start, 5)
+    begins = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    ctx.window_start, ctx.bucket = begins, "5m"
+    wait_for("the window to start", lambda: datetime.now(UTC) >= begins, 5)
     _exec(ctx.upstream, "UPDATE src SET ts = ?", [(sql_time(datetime.now(UTC)),)])
     c = ctx.consumer()
     rows = _upstream(ctx)

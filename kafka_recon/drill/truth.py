@@ -59,7 +59,7 @@ def topic_ids(bootstrap: str, topic: str, start: datetime, end: datetime,
         late: set[int] = set()
         s_ms, e_ms, c_ms = (int(t.timestamp() * 1000) for t in (start, end, closes))
         while pending:
-            m = c.poll(15)
+            m: Any = c.poll(15)
             if m is None:
                 raise RuntimeError(f"truth: topic '{topic}' stopped answering while read")
             if m.error():
@@ -90,9 +90,10 @@ def expected_findings(truth: Truth, write_hop: str, topic: str = "topic"
         consume = f"{topic}->{sink_name}"
         f: dict[Key, dict[str, Any]] = {}
 
-        def add(key: Key, ids: set[int], count: int | None = None) -> None:
+        def add(key: Key, ids: set[int], count: int | None = None,
+                into: dict[Key, dict[str, Any]] = f) -> None:
             if ids:
-                f[key] = {"ids": ids, "count": len(ids) if count is None else count}
+                into[key] = {"ids": ids, "count": len(ids) if count is None else count}
 
         add(("loss", "write", write_hop), set(up) - set(tp))
         add(("late", "write", write_hop), truth.late)
