@@ -146,6 +146,8 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
                "unexpected_ids": _rel(h.get("unexpected_ids"), out),
                "duplicate_ids": _rel(h.get("duplicate_ids"), out),
                "buckets": _bucket_rows(h["buckets"])}
+        if h.get("ids_between"):  # a counted loss whose ids the id tiers around it name
+            hop["ids_between"] = h["ids_between"]
         hops.append(hop)
         name = f"{h['from']}->{h['to']}"
         for kind, key, tol in (("loss", "missing", flow.tolerance.loss),

@@ -150,6 +150,32 @@ def _buckets(df: DataFrame, value: str | None = None) -> dict[str, int]:
             for r in per_bucket(df, value).collect()}
 
 
+def name_ids_across_counts(points: list[Any], counts: dict[str, DataFrame | None],
+                           hops: list[dict[str, Any]], out: Path) -> None:
+    """Name the ids of a loss found by counts, when id tiers stand on both sides of it.
+
+    Between two id tiers with count-only tiers (a Flume agent) in between, the ids missing from
+    the later id tier are exactly the records lost somewhere in that stretch. When one hop of
+    the stretch lost records and it lost exactly that many, those ids are its loss.
+    """
+    exact = [i for i, p in enumerate(points) if counts[p.name] is not None]
+    for i, j in zip(exact, exact[1:], strict=False):
+        if j == i + 1:
+            continue  # neighbours: the hop itself is exact
+        stretch = hops[i:j]
+        lossy = [h for h in stretch if h["missing"] > 0]
+        if len(lossy) != 1:
+            continue
+        up, down = counts[points[i].name], counts[points[j].name]
+        assert up is not None and down is not None
+        gone = missing(up, down).cache()
+        if gone.count() != lossy[0]["missing"]:
+            continue  # the counts and the ids disagree: leave the loss counted, not named
+        lossy[0]["missing_ids"] = write_ids(
+            gone, out / "missing" / f"{points[i].name}__{points[j].name}.csv", ["id"])
+        lossy[0]["ids_between"] = [points[i].name, points[j].name]
+
+
 def retention_split(flow: Any, window: Any, replays: dict[str, Any],
                     counts: dict[str, DataFrame | None], out: Path) -> dict[str, Any] | None:
     """When retention cut the window, which ids missing from the topic had been consumed.
@@ -281,6 +307,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
             hop[key] = sum(hop["buckets"][key].values())
         hops.append(hop)
 
+    name_ids_across_counts(points, counts, hops, out)
     aggregates: dict[str, Any] = {"tiers": tiers, "hops": hops}
     gone = retention_split(flow, window, replays, counts, out)
     if gone:

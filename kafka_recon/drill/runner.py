@@ -201,7 +201,6 @@ class Scenario:
     write_hop: str = "db->topic"
     bite: Bite | None = None
     extra_tiers: Callable[[Ctx], str] | None = None
-    ids_exact: bool = True       # False: the hop is count-only (a Flume tier), no id file
     # the truth when a plain read of the topic cannot tell it (retention deleted the records)
     truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
 
@@ -293,8 +292,8 @@ def found_findings(result: dict[str, Any], out: Path) -> dict[Key, dict[str, Any
     return found
 
 
-def compare(expected: dict[Key, dict[str, Any]], found: dict[Key, dict[str, Any]],
-            ids_exact: bool = True) -> list[str]:
+def compare(expected: dict[Key, dict[str, Any]], found: dict[Key, dict[str, Any]]
+            ) -> list[str]:
     """Every difference between the truth and the reconciliation, in words ([] when equal)."""
     problems = []
     for key in sorted(set(expected) | set(found)):
@@ -307,8 +306,7 @@ def compare(expected: dict[Key, dict[str, Any]], found: dict[Key, dict[str, Any]
         elif e["count"] != f["count"]:
             problems.append(f"{name}: reported {f['count']}, truth {e['count']}")
         elif f["ids"] is None:
-            if ids_exact:
-                problems.append(f"{name}: no id file reported")
+            problems.append(f"{name}: no id file reported")
         elif f["ids"] != e["ids"]:
             problems.append(f"{name}: id sets differ ({len(f['ids'] - e['ids'])} reported "
                             f"not in truth, {len(e['ids'] - f['ids'])} in truth not reported)")
@@ -364,7 +362,7 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
                       "reasons": result["reasons"], "audit": audit_summary(result),
                       "truth": {"/".join(k): v["count"] for k, v in want.items()},
                       "found": {"/".join(k): v["count"] for k, v in found.items()},
-                      "problems": compare(want, found, sc.ids_exact)})
+                      "problems": compare(want, found)})
     wanted = {(k, s, h.format(sink=sink)) for sink in sc.sinks for k, s, h in sc.expected}
     truth_keys = {k for sink in sc.sinks for k in expected[sink]}
     why_not = sc.bite(ctx, truth) if sc.bite else None

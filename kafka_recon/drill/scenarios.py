@@ -511,8 +511,7 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S10", "Flume agent killed with events in its memory channel", "004",
              [("loss", "write", "collector.source->collector.sink")], s10,
              topic_config={"min.insync.replicas": "3"},
-             write_hop="collector.source->collector.sink", extra_tiers=_flume_tier,
-             ids_exact=False),
+             write_hop="collector.source->collector.sink", extra_tiers=_flume_tier),
     Scenario("S11", "transactions, every third aborted, read_committed", "003", [], s11,
              partitions=2, status="ok"),
     Scenario("S12", "safe config under a paused follower, a killed leader and a killed "

@@ -89,6 +89,8 @@ def test_flume_channel_loss_is_located_inside_the_agent_across_a_restart(
     r = scn.reconcile(spark)
     assert findings(r) == [("loss", "write", "collector.source->collector.sink", 5)]
     assert r["status"] == "findings"
+    (loss,) = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert scn.ids(loss["ids"]) == lost_in_channel, "the id tiers around the agent name them"
     by_name = {t["name"]: t["count"] for t in r["tiers"]}
     assert by_name == {"db": 100, "collector.source": 100, "collector.sink": 95, "topic": 95,
                        "sink": 95}, "the restart is not read as negative traffic"
