@@ -369,6 +369,7 @@ def s10(ctx: Ctx) -> None:
 
 
 def _upstream(ctx: Ctx) -> list[tuple[int, str]]:
+    """The upstream table's rows (id, created), in id order."""
     import sqlite3
 
     con = sqlite3.connect(ctx.upstream)
@@ -424,7 +425,8 @@ def s13(ctx: Ctx) -> None:
     from kafka_recon.drill.runner import _exec, sql_time
 
     end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=12)
-    late = list(range(ctx_rows(ctx) - 19, ctx_rows(ctx) + 1))
+    last = _upstream(ctx)[-1][0]
+    late = list(range(last - 19, last + 1))
     _exec(ctx.upstream, "UPDATE src SET ts = ? WHERE id >= ?",
           [(sql_time(end - timedelta(seconds=1)), late[0])])
     ctx.window_end, ctx.grace_s = end, 20
@@ -436,15 +438,6 @@ def s13(ctx: Ctx) -> None:
     ctx.drain(c)
 
 
-def ctx_rows(ctx: Ctx) -> int:
-    import sqlite3
-
-    con = sqlite3.connect(ctx.upstream)
-    n = int(con.execute("SELECT max(id) FROM src").fetchone()[0])
-    con.close()
-    return n
-
-
 def s14(ctx: Ctx) -> None:
     from kafka_recon.drill.runner import _exec
 
@@ -452,19 +445,10 @@ def s14(ctx: Ctx) -> None:
     c = ctx.consumer()
     assert p.wait() == 0
     ctx.drain(c)
-    ts = _max_ts(ctx)
+    ts = max(t for _, t in _upstream(ctx))
     _exec(ctx.sinks["sink"], "INSERT INTO dst VALUES (?, ?)",
           [(900_000 + i, ts) for i in range(1, 8)])
     ctx.note("a backfill script wrote 7 rows straight into the sink table")
-
-
-def _max_ts(ctx: Ctx) -> str:
-    import sqlite3
-
-    con = sqlite3.connect(ctx.upstream)
-    ts = str(con.execute("SELECT max(ts) FROM src").fetchone()[0])
-    con.close()
-    return ts
 
 
 def s15(ctx: Ctx) -> None:
