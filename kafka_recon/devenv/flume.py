@@ -54,7 +54,7 @@ class FlumeAgent:
     def metrics_url(self) -> str:
         return f"http://{HOST}:{self.monitor_port}/metrics"
 
-    def start(self, timeout: float = 60) -> FlumeAgent:
+    def start(self, timeout: float = 120) -> FlumeAgent:
         cmd = [java_binary(), "-Xmx256m", "-cp", flume_classpath(),
                "-Dflume.monitoring.type=http", f"-Dflume.monitoring.port={self.monitor_port}",
                "org.apache.flume.node.Application", "-n", "a1",
@@ -64,8 +64,16 @@ class FlumeAgent:
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         self.pid, self.starts = proc.pid, self.starts + 1
-        wait_open(self.http_port, timeout, "flume http source")
-        wait_open(self.monitor_port, timeout, "flume monitoring")
+        try:
+            wait_open(self.http_port, timeout, "flume http source")
+            wait_open(self.monitor_port, timeout, "flume monitoring")
+        except TimeoutError as exc:
+            state = "running" if proc.poll() is None else f"exited {proc.returncode}"
+            tail = (self.folder / f"agent-{self.starts - 1}.log").read_text(
+                errors="replace").splitlines()[-15:]
+            self.kill()
+            raise RuntimeError(f"flume agent ({state}): {exc}; its log ends:\n"
+                               + "\n".join(tail)) from exc
         return self
 
     def post(self, events: list[dict[str, Any]]) -> None:

@@ -118,7 +118,7 @@ def run_producer(spec: dict[str, Any]) -> int:
 
 
 def run_consumer(spec: dict[str, Any]) -> int:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     ledger = Ledger(Path(spec["ledger"]))
     state_path = Path(spec["state"])
@@ -157,9 +157,19 @@ def run_consumer(spec: dict[str, Any]) -> int:
         tmp.replace(state_path)
 
     def commit_sync(offsets: list[Any]) -> None:
-        for tp in consumer.commit(offsets=offsets, asynchronous=False) or []:
-            if tp.error is None:
-                ledger.write("committed", tp.partition, tp.offset)
+        """Commit, retrying while the group coordinator moves; a commit that still fails is
+        skipped as any app would: the next one covers it, and a crash replays the records."""
+        for _ in range(20):
+            try:
+                done = consumer.commit(offsets=offsets, asynchronous=False) or []
+            except KafkaException as exc:
+                print(f"commit failed, retrying: {exc}", file=sys.stderr, flush=True)
+                time.sleep(0.5)
+                continue
+            for tp in done:
+                if tp.error is None:
+                    ledger.write("committed", tp.partition, tp.offset)
+            return
 
     while not stopping:
         msgs: list[Any] = consumer.consume(int(spec.get("batch", 100)), 0.5)
