@@ -415,7 +415,9 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
 def _expected_words(sc: Scenario) -> str:
     if not sc.expected:
         return "nothing" + (f" (status {sc.status})" if sc.status != "ok" else "")
-    return "; ".join(f"{k}, {s} side, {h}" for k, s, h in sc.expected)
+    sink = sc.sinks[0] if len(sc.sinks) == 1 else "each sink"
+    words = "; ".join(f"{k}, {s} side, {h.format(sink=sink)}" for k, s, h in sc.expected)
+    return words + (" (status inconclusive)" if sc.status == "inconclusive" else "")
 
 
 def _found_words(got: dict[str, Any]) -> str:
