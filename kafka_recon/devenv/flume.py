@@ -42,10 +42,10 @@ a1.sinks.k1.kafka.producer.linger.ms = 5
 
 class FlumeAgent:
     def __init__(self, folder: Path, bootstrap: str, topic: str) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder.resolve()  # the agent runs in it: a relative path would nest
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.http_port, self.monitor_port = free_port(), free_port()
-        (folder / "agent.conf").write_text(CONF.format(host=HOST, http_port=self.http_port,
+        (self.folder / "agent.conf").write_text(CONF.format(host=HOST, http_port=self.http_port,
                                                        bootstrap=bootstrap, topic=topic))
         self.pid: int | None = None
         self.starts = 0

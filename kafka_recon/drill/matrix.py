@@ -28,6 +28,7 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     from kafka_recon.sparkutil import session
 
     chosen = pick(SCENARIOS, scenarios)
+    out = out.resolve()  # apps and the Flume agent run in folders of their own
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     cluster = KafkaCluster(out / "cluster", size=3, broker_config=CLUSTER_CONFIG)
