@@ -179,3 +179,9 @@ def test_a_group_that_read_everything_before_deletion_explains_the_whole_gap() -
     r = _retention_run(unread=0, committed_at=100)
     assert [f for f in r["findings"] if f["kind"] == "loss"] == []
     assert r["status"] == "inconclusive"  # the window start is still gone from the topic
+
+
+def test_a_sink_holding_every_deleted_record_lost_nothing_to_retention() -> None:
+    r = _retention_run(unread=0)  # the group's offsets lag, but the sink has every record
+    assert [f for f in r["findings"] if f["kind"] == "loss"] == []
+    assert any("holds every record retention deleted" in x for x in r["reasons"])
