@@ -25,7 +25,7 @@ from typing import Any
 
 from kafka_recon.config import Flow, FlumeTier
 from kafka_recon.paths import REPO_ROOT
-from kafka_recon.window import Window, iso_z
+from kafka_recon.window import Window, iso_z, parse_instant
 
 TIMEOUT_S = 10.0
 SCHEMA = """CREATE TABLE IF NOT EXISTS flume_snapshot (
@@ -83,7 +83,9 @@ def parse_metrics(tier: FlumeTier, data: dict[str, Any], taken_at: datetime) -> 
                     counter(snk, "StartTime"), counter(snk, "EventDrainSuccessCount"))
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def connect_store(path: Path | None = None) -> sqlite3.Connection:
+    """The snapshot store (`store_path()` unless given), created on first use."""
+    path = path or store_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(path)
     con.execute(SCHEMA)
@@ -95,7 +97,7 @@ def take_snapshots(flows: dict[str, Flow], path: Path | None = None,
     """One snapshot of every Flume tier of every flow, kept in the store."""
     taken = []
     now = now or datetime.now(UTC)
-    with _connect(path or store_path()) as con:
+    with connect_store(path) as con:
         for flow in flows.values():
             for tier in flow.tiers:
                 if isinstance(tier, FlumeTier):
@@ -116,23 +118,14 @@ def snapshot_tier(con: sqlite3.Connection, flow: str, tier: FlumeTier,
             "accepted": snap.source_accepted, "drained": snap.sink_drained}
 
 
-def connect_store(path: Path | None = None) -> sqlite3.Connection:
-    return _connect(path or store_path())
-
-
 def load_snapshots(flow: str, tier: str, path: Path | None = None) -> list[Snapshot]:
-    with _connect(path or store_path()) as con:
+    with connect_store(path) as con:
         rows = con.execute("SELECT taken_at, source_start, source_accepted, sink_start, "
                            "sink_drained FROM flume_snapshot WHERE flow = ? AND tier = ? "
                            "ORDER BY taken_at", (flow, tier)).fetchall()
     # sorted as times, not text: stores written before microseconds mix both spellings
-    return sorted((Snapshot(_instant(r[0]), r[1], r[2], r[3], r[4]) for r in rows),
-                  key=lambda s: s.taken_at)
-
-
-def _instant(text: str) -> datetime:
-    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    return sorted((Snapshot(parse_instant(r[0], f"snapshot of {flow}/{tier}"), r[1], r[2],
+                            r[3], r[4]) for r in rows), key=lambda s: s.taken_at)
 
 
 def growth(snaps: list[Snapshot], value: str, start_field: str) -> tuple[int, int]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
@@ -52,6 +54,24 @@ def unreadable(flow: Flow, window: Window, out: Path, reason: str) -> dict[str, 
               "tiers": [], "hops": [], "replays": [], "replays_consistent": False,
               "findings": [], "reasons": [reason]}
     write_json(out / "result.json", result)
+    return result
+
+
+def reconcile_in_process(spark: Any, config: Path, flow_name: str, start: datetime,
+                         end: datetime, out: Path) -> dict[str, Any]:
+    """stage, replay and reconcile on a Spark session of this process (the drill, the tests).
+
+    The same steps as the DAG's tasks and `kafka-recon run`, without spark-submit.
+    """
+    from spark_jobs import reconcile as reconcile_job
+    from spark_jobs import replay as replay_job
+
+    flow = load_flow(config, flow_name)
+    stage(flow, Window(start, end, flow.grace), out, config.parent)
+    args = SimpleNamespace(config=config, flow=flow_name, start=start.isoformat(),
+                           end=end.isoformat(), out=out, replays=None)
+    replay_job.run(spark, args)  # type: ignore[arg-type]
+    result: dict[str, Any] = reconcile_job.run(spark, args)  # type: ignore[arg-type]
     return result
 
 

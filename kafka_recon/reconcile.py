@@ -91,12 +91,12 @@ def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[st
                        "offset(s) unread before retention deleted them: write-side and "
                        "retention loss cannot be told apart")
         return findings + retention
-    for f in retention:
-        f.update(count=unread, offsets=deleted_unread, ids=_rel(split["unread_ids"], out))
     if retention and not unread:
         reasons.append(f"'{split['to']}' holds every record retention deleted: none was lost "
                        "to it")
         retention = []
+    for f in retention:
+        f.update(count=unread, offsets=deleted_unread, ids=_rel(split["unread_ids"], out))
     consumed = split["missing_from_topic"] - unread
     if write:
         reasons.append(f"the {write[0]['count']} record(s) missing from topic "

@@ -11,7 +11,7 @@ Producer spec: bootstrap, topic, upstream (SQLite file), ledger, config (librdka
 callback (false: fire-and-forget, errors unseen), rate (records/s, 0 = as fast as possible),
 pad ({id: bytes} of payload padding), hold ({ids, until}: sent only from `until`, epoch s),
 transactions ({batch, abort_every}: each batch in a transaction, every n-th aborted and sent
-again), swallow_buffer_errors (true: a full buffer's error is ignored, the record dropped).
+again).
 
 Consumer spec: bootstrap, topic, group, sink (SQLite file), ledger, config, commit ("auto",
 "before" or "after" processing), batch, process_ms (per record), upsert (the sink keeps one row
@@ -35,7 +35,8 @@ def _record(row_id: int, ts: str, pad: int) -> bytes:
     return json.dumps({"id": row_id, "ts": ts, "pad": "x" * pad}).encode()
 
 
-def _upstream_rows(path: str) -> list[tuple[int, str]]:
+def upstream_rows(path: str) -> list[tuple[int, str]]:
+    """The upstream table's rows (id, created), in id order."""
     con = sqlite3.connect(path)
     try:
         return [(int(i), str(t)) for i, t in con.execute("SELECT id, ts FROM src ORDER BY id")]
@@ -64,7 +65,7 @@ def run_producer(spec: dict[str, Any]) -> int:
             ledger.write("failed", row_id, err.name())
 
     callback = on_delivery if spec.get("callback", True) else None
-    rows = _upstream_rows(spec["upstream"])
+    rows = upstream_rows(spec["upstream"])
     now_rows = [r for r in rows if r[0] not in held]
     later_rows = [r for r in rows if r[0] in held]
 
@@ -79,9 +80,7 @@ def run_producer(spec: dict[str, Any]) -> int:
                     ledger.write("sent", row_id)
                     break
                 except BufferError:
-                    if spec.get("swallow_buffer_errors"):
-                        break  # the app's `except: pass`: the record is gone, nobody hears
-                    producer.poll(0.05)  # a careful app waits for room
+                    producer.poll(0.05)  # the local queue is full: wait for room
                 except KafkaException as exc:  # refused locally (size, fatal idempotence)
                     ledger.write("failed", row_id, exc.args[0].name())
                     break

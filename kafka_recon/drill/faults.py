@@ -53,11 +53,6 @@ def partition_state(bootstrap: str, topic: str, partition: int = 0) -> dict[str,
     return {"leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)}
 
 
-def partition_count(bootstrap: str, topic: str) -> int:
-    md = admin(bootstrap).list_topics(topic, timeout=10)
-    return len(md.topics[topic].partitions)
-
-
 def leader_of(bootstrap: str, topic: str, partition: int = 0) -> int:
     state = wait_for(f"a leader of {topic}-{partition}",
                      lambda: (s := partition_state(bootstrap, topic, partition))

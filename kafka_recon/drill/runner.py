@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import signal
 import sqlite3
@@ -21,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from kafka_recon.devenv.kafka import KafkaCluster
 from kafka_recon.drill import ledger
 from kafka_recon.drill.faults import app_state, wait_for
-from kafka_recon.drill.truth import Key, Truth, expected_findings, sql_ids, topic_ids
+from kafka_recon.drill.truth import Key, Truth, expected_findings, sql_ids, sql_time, topic_ids
+from kafka_recon.pipeline import reconcile_in_process
 
 SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
 CONSUMER_BASE = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
@@ -62,10 +61,6 @@ FLOW_ONE = """  {name}:
 
 class NotBitten(RuntimeError):
     """The fault did not take effect: nothing to find, so nothing proven."""
-
-
-def sql_time(t: datetime) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%S")
 
 
 class App:
@@ -239,36 +234,22 @@ def _ceil_second(t: datetime) -> datetime:
     return t.replace(microsecond=0) + timedelta(seconds=1 if t.microsecond else 0)
 
 
+def _flow_name(sc: Scenario, sink: str) -> str:
+    """One flow per sink: named after it when there are several, else `drill`."""
+    return sink if len(sc.sinks) > 1 else "drill"
+
+
 def _write_config(sc: Scenario, ctx: Ctx) -> Path:
     flows = []
     for sink in sc.sinks:
         flows.append(FLOW_ONE.format(
-            name=sink if len(sc.sinks) > 1 else "drill", grace=ctx.grace_s, up=ctx.upstream,
+            name=_flow_name(sc, sink), grace=ctx.grace_s, up=ctx.upstream,
             bucket=ctx.bucket,
             bootstrap=ctx.bootstrap, topic=ctx.topic, group=ctx.group, sink=sink,
             down=ctx.sinks[sink], extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else ""))
     path = ctx.folder / "flows.yaml"
     path.write_text(FLOW.format(flows="".join(flows)))
     return path
-
-
-def reconcile(spark: Any, config: Path, flow_name: str, start: datetime, end: datetime,
-              out: Path) -> dict[str, Any]:
-    """stage, replay and reconcile in this process, as `kafka-recon run` does."""
-    from kafka_recon import pipeline
-    from kafka_recon.config import load_flow
-    from kafka_recon.window import Window
-    from spark_jobs import reconcile as reconcile_job
-    from spark_jobs import replay as replay_job
-
-    flow = load_flow(config, flow_name)
-    window = Window(start, end, flow.grace)
-    pipeline.stage(flow, window, out, config.parent)
-    args = SimpleNamespace(config=config, flow=flow_name, start=start.isoformat(),
-                           end=end.isoformat(), out=out, replays=None)
-    replay_job.run(spark, args)  # type: ignore[arg-type]
-    result: dict[str, Any] = reconcile_job.run(spark, args)  # type: ignore[arg-type]
-    return result
 
 
 def _read_ids(out: Path, relative: str | None) -> set[int] | None:
@@ -287,8 +268,7 @@ def found_findings(result: dict[str, Any], out: Path) -> dict[Key, dict[str, Any
             continue
         hop = f["hop"] + (f" ({f['cause']})" if f.get("cause") else "")
         key = (f["kind"], f["side"], hop)
-        found[key] = {"count": f["count"], "ids": _read_ids(out, f.get("ids")),
-                      "cause": f.get("cause")}
+        found[key] = {"count": f["count"], "ids": _read_ids(out, f.get("ids"))}
     return found
 
 
@@ -314,8 +294,10 @@ def compare(expected: dict[Key, dict[str, Any]], found: dict[Key, dict[str, Any]
 
 
 def audit_summary(result: dict[str, Any]) -> list[str]:
+    from kafka_recon.reconcile import AUDIT_KINDS
+
     return sorted({f"{f['rule']} ({f['severity']})" for f in result["findings"]
-                   if f["kind"] in ("config_risk", "health")})
+                   if f["kind"] in AUDIT_KINDS})
 
 
 def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> dict[str, Any]:
@@ -353,10 +335,10 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
     config = _write_config(sc, ctx)
     flows: list[dict[str, Any]] = []
     for sink in sc.sinks:
-        flow_name = sink if len(sc.sinks) > 1 else "drill"
+        flow_name = _flow_name(sc, sink)
         out = folder / f"run-{flow_name}"
-        result = reconcile(spark, config, flow_name, start, end, out)
-        want = {k: v for k, v in expected[sink].items()}
+        result = reconcile_in_process(spark, config, flow_name, start, end, out)
+        want = expected[sink]
         found = found_findings(result, out)
         flows.append({"flow": flow_name, "status": result["status"],
                       "reasons": result["reasons"], "audit": audit_summary(result),
@@ -437,7 +419,3 @@ def pick(scenarios: dict[str, Scenario], wanted: list[str] | None) -> list[Scena
                          f"{', '.join(scenarios)}")
     return [scenarios[w.upper()] for w in wanted]
 
-
-def median(values: list[float]) -> float:
-    s = sorted(values)
-    return s[len(s) // 2] if s else math.nan

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_recon.drill import ledger
+from kafka_recon.drill.apps import upstream_rows
 from kafka_recon.drill.faults import (
     alter_topic,
     leader_of,
@@ -40,29 +41,33 @@ def _follower(ctx: Ctx, leader: int) -> int:
     return next(r for r in state["replicas"] if r != leader)
 
 
-def _kill_leader_with_lagging_follower(ctx: Ctx, producer: App, progress: str,
-                                       shrink: bool) -> None:
-    """Pause the follower, let the leader alone take records, SIGKILL the leader, let the
-    follower (which never copied them) take over, restart the old leader."""
-    _grown(producer, progress, 500)
+def _kill_leader_after_pausing_a_follower(ctx: Ctx, producer: App, progress: str,
+                                          shrink: bool, first: int = 500,
+                                          after: int = 300) -> None:
+    """Pause a follower (and, with `shrink`, wait until the ISR drops it), let `after` more
+    records in that it never copies, SIGKILL the leader, resume the follower, wait for a new
+    leader, restart the old one. With RF 2 the leader alone held those records; with RF 3
+    and the ISR shrunk, the other follower did too."""
+    if first:
+        _grown(producer, progress, first)
     leader = leader_of(ctx.bootstrap, ctx.topic)
     follower = _follower(ctx, leader)
     ctx.cluster.pause(follower)
     ctx.note(f"follower {follower} paused (SIGSTOP) at {producer.count(progress)} {progress}")
     if shrink:
-        isr = wait_isr(ctx.bootstrap, ctx.topic, 0, lambda isr: isr == [leader],
-                       f"[{leader}] (the follower dropped out)")
+        isr = wait_isr(ctx.bootstrap, ctx.topic, 0, lambda isr: follower not in isr,
+                       f"without {follower}")
         ctx.note(f"ISR shrank to {isr}")
-    n = _grown(producer, progress, 300)
+    n = _grown(producer, progress, after)
     now = leader_of(ctx.bootstrap, ctx.topic)
     if now != leader:
         raise RuntimeError(f"the leader moved to {now} before the kill")
     ctx.cluster.kill(leader)
     ctx.note(f"leader {leader} (from metadata) SIGKILLed at {n} {progress}, "
-             f"300+ of them taken by the leader alone")
+             f"{after}+ of them sent after follower {follower} stopped copying")
     ctx.cluster.resume(follower)
     new = wait_leader_moved(ctx.bootstrap, ctx.topic, 0, leader, timeout=90)
-    ctx.note(f"follower {new} elected leader")
+    ctx.note(f"broker {new} elected leader")
     ctx.cluster.restart(leader)
     ctx.note(f"broker {leader} restarted")
 
@@ -79,7 +84,7 @@ def _lost_acked(ctx: Ctx, truth: Truth) -> str | None:
 # ------------------------------------------------------------------ write side
 def s1(ctx: Ctx) -> None:
     p = ctx.producer(config={"acks": "0", "enable.idempotence": False}, rate=RATE)
-    _kill_leader_with_lagging_follower(ctx, p, "sent", shrink=False)
+    _kill_leader_after_pausing_a_follower(ctx, p, "sent", shrink=False)
     c = ctx.consumer()
     p.wait()
     ctx.drain(c)
@@ -87,7 +92,7 @@ def s1(ctx: Ctx) -> None:
 
 def s2(ctx: Ctx) -> None:
     p = ctx.producer(config={"acks": "1", "enable.idempotence": False}, rate=RATE)
-    _kill_leader_with_lagging_follower(ctx, p, "acked", shrink=True)
+    _kill_leader_after_pausing_a_follower(ctx, p, "acked", shrink=True)
     c = ctx.consumer()
     p.wait()
     ctx.drain(c)
@@ -142,10 +147,9 @@ def s4_bite(ctx: Ctx, truth: Truth) -> str | None:
 # ------------------------------------------------------------------ consume side
 def _broker_committed(ctx: Ctx) -> dict[int, int]:
     """The group's committed offsets as the broker holds them (not as the app believes)."""
-    from kafka_recon.drill.faults import partition_count
-    from kafka_recon.topic import committed_offsets
+    from kafka_recon.topic import check_topic, committed_offsets
 
-    parts = list(range(partition_count(ctx.bootstrap, ctx.topic)))
+    parts = check_topic(ctx.bootstrap, ctx.topic)
     got = committed_offsets(ctx.bootstrap, ctx.topic, [ctx.group], parts)[ctx.group]
     return {p: o for p, o in got.items() if o >= 0}
 
@@ -314,7 +318,8 @@ def s10(ctx: Ctx) -> None:
     import os
 
     from kafka_recon.devenv.flume import FlumeAgent
-    from kafka_recon.drill.runner import _exec, sql_time
+    from kafka_recon.drill.runner import _exec
+    from kafka_recon.drill.truth import sql_time
 
     agent = FlumeAgent(ctx.folder / "flume", ctx.bootstrap, ctx.topic).start()
     store = ctx.folder / "flume-snapshots.db"
@@ -369,13 +374,7 @@ def s10(ctx: Ctx) -> None:
 
 
 def _upstream(ctx: Ctx) -> list[tuple[int, str]]:
-    """The upstream table's rows (id, created), in id order."""
-    import sqlite3
-
-    con = sqlite3.connect(ctx.upstream)
-    rows = [(int(i), str(t)) for i, t in con.execute("SELECT id, ts FROM src ORDER BY id")]
-    con.close()
-    return rows
+    return upstream_rows(str(ctx.upstream))
 
 
 # ------------------------------------------------------------------ controls and others
@@ -400,21 +399,8 @@ def s12(ctx: Ctx) -> None:
     ctx.note(f"consumer SIGKILLed mid-batch at {c.count('processed')} processed, past its "
              "last commit; restarted")
     c.start()
-    leader = leader_of(ctx.bootstrap, ctx.topic)
-    follower = _follower(ctx, leader)
-    ctx.cluster.pause(follower)
-    isr = wait_isr(ctx.bootstrap, ctx.topic, 0, lambda isr: follower not in isr,
-                   f"without {follower}")
-    ctx.note(f"follower {follower} paused; ISR shrank to {isr}")
-    _grown(p, "acked", 200)
-    if leader_of(ctx.bootstrap, ctx.topic) != leader:
-        raise RuntimeError("the leader moved before the kill")
-    ctx.cluster.kill(leader)
-    ctx.note(f"leader {leader} (from metadata) SIGKILLed at {p.count('acked')} acked")
-    ctx.cluster.resume(follower)
-    new = wait_leader_moved(ctx.bootstrap, ctx.topic, 0, leader, timeout=90)
-    ctx.note(f"broker {new} elected from the ISR")
-    ctx.cluster.restart(leader)
+    # the faults of S1/S2, on the safe topic: the ISR keeps the leader and one follower
+    _kill_leader_after_pausing_a_follower(ctx, p, "acked", shrink=True, first=0, after=200)
     assert p.wait() == 0
     ctx.drain(c)
 
@@ -422,7 +408,8 @@ def s12(ctx: Ctx) -> None:
 def s13(ctx: Ctx) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from kafka_recon.drill.runner import _exec, sql_time
+    from kafka_recon.drill.runner import _exec
+    from kafka_recon.drill.truth import sql_time
 
     end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=12)
     last = _upstream(ctx)[-1][0]

@@ -26,8 +26,13 @@ class Truth:
     sinks: dict[str, Counter[int]] = field(default_factory=dict)
 
 
+def sql_time(t: datetime) -> str:
+    """How the drill's SQLite tables spell a time (text that sorts as time)."""
+    return t.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def sql_ids(path: str, table: str, start: datetime, end: datetime) -> Counter[int]:
-    lo, hi = (t.strftime("%Y-%m-%d %H:%M:%S") for t in (start, end))
+    lo, hi = sql_time(start), sql_time(end)
     con = sqlite3.connect(path)
     try:
         rows = con.execute(f"SELECT id FROM {table} WHERE ts >= ? AND ts < ?", (lo, hi))  # noqa: S608

@@ -12,15 +12,12 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_recon import pipeline
-from kafka_recon.config import load_flow
-from kafka_recon.window import Window
 
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 START, END = DAY, DAY + timedelta(days=1)
@@ -122,17 +119,8 @@ class Scenario:
 
     # --- the run
     def reconcile(self, spark: Any) -> dict[str, Any]:
-        from spark_jobs import reconcile as reconcile_job
-        from spark_jobs import replay as replay_job
-
-        flow = load_flow(self.config, "f")
-        window = Window(START, END, flow.grace)
         self.out = self.tmp / "run"
-        pipeline.stage(flow, window, self.out, self.config.parent)
-        args = SimpleNamespace(config=self.config, flow="f", start=START.isoformat(),
-                               end=END.isoformat(), out=self.out, replays=None)
-        replay_job.run(spark, args)  # type: ignore[arg-type]
-        return reconcile_job.run(spark, args)  # type: ignore[arg-type]
+        return pipeline.reconcile_in_process(spark, self.config, "f", START, END, self.out)
 
     def ids(self, relative: str | None) -> set[int]:
         assert relative, "the finding names no id file"
