@@ -36,17 +36,17 @@ jars: .jars/.installed
 	touch $@
 
 demo: setup
-	$(PY) -m kafka_recon.demo
+	$(PY) -m harness.demo
 
 # Airflow on loopback with the demo flow's history on the Reconciliation page; Ctrl-C stops it
 ui: setup postgres
-	$(PY) -m kafka_recon.demo.ui
+	$(PY) -m harness.demo.ui
 
 # the loss drill: all fifteen scenarios on a real three-broker cluster and a Flume agent;
 # writes docs/drill.md and docs/drill.json. DRILL_ARGS="--scenario S2 S5" for a subset.
 DRILL_ARGS ?=
 drill: setup
-	$(PY) -m kafka_recon.cli drill $(DRILL_ARGS)
+	$(PY) -m kafka_recon drill $(DRILL_ARGS)
 
 # the integration tier runs a private PostgreSQL from Debian's package
 postgres:
@@ -79,7 +79,7 @@ bench: setup
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy kafka_recon spark_jobs dags bench plugins
+	$(VENV)/bin/mypy kafka_recon harness spark_jobs dags bench plugins
 
 # re-resolve the lock after changing pyproject.toml
 lock: venv

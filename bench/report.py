@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kafka_recon.paths import REPO_ROOT
+from kafka_recon.settings import REPO_ROOT
 
 NAMES = {"a_kafka_consumer_perf": "a. Kafka ConsumerPerformance (bare read)",
          "b_plain_python": "b. plain confluent-kafka script + id diff",

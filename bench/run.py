@@ -26,8 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kafka_recon.devenv.kafka import KafkaCluster, java_binary
-from kafka_recon.paths import REPO_ROOT, kafka_classpath
+from harness.services.kafka import KafkaCluster, java_binary
+from kafka_recon.settings import REPO_ROOT, kafka_classpath
 
 VENV_BIN = Path(sys.executable).parent
 TOPIC = "bench-orders"
@@ -194,7 +194,7 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
                           start.isoformat(), "--end", end.isoformat(), "--out",
                           str(work / "run-{run}"), "--master", master],
         "e_quick_estimate": [*env_py, "-c",
-                             "import sys,time;from kafka_recon.topic import window_offsets;"
+                             "import sys,time;from kafka_recon.sources.topic import window_offsets;"
                              "t=time.monotonic();r=window_offsets(sys.argv[1],sys.argv[2],"
                              "int(sys.argv[3]),int(sys.argv[4]));"
                              "print(sum(x.end-x.start for x in r), time.monotonic()-t)",

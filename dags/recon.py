@@ -1,27 +1,28 @@
 """One daily reconciliation DAG per flow of the flow config: `recon__<flow>`.
 
 The data interval is the window: the run after midnight reconciles the day before it. This file
-only wires tasks (kafka_recon.dag_tasks); parsing reads the flow config, a local YAML file, and
-imports neither pyspark, pandas nor great_expectations.
+only wires tasks (kafka_recon.faces.airflow_tasks); parsing reads the flow config, a local YAML
+file, and imports neither pyspark, pandas nor great_expectations. A flow whose config is wrong
+gets no DAG here; `recon_config.py` names it as an import error, and every other flow still runs.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from kafka_recon.config import Flow, load_flows
-from kafka_recon.dag_tasks import RunArgs, daily_run, spark_jars
-from kafka_recon.pipeline import config_path, staged_tiers
+from kafka_recon.config import Flow, load_flows_partial
+from kafka_recon.faces.airflow_tasks import RunArgs, daily_run, spark_jars
+from kafka_recon.orchestrate import staged_tiers
+from kafka_recon.settings import config_path, task_retries
 
 
 def default_args(owner: str) -> dict[str, object]:
     return {
         "owner": owner,
-        "retries": int(os.environ.get("KAFKA_RECON_TASK_RETRIES", "2")),
+        "retries": task_retries(),
         "retry_delay": timedelta(minutes=2),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=30),
@@ -48,5 +49,6 @@ def build_dag(flow: Flow) -> DAG:
     return dag
 
 
-for _flow in load_flows(config_path()).values():
+# the valid flows' DAGs; a bad flow is reported by recon_config.py as an import error
+for _flow in load_flows_partial(config_path())[0].values():
     globals()[f"recon__{_flow.name}"] = build_dag(_flow)

@@ -1,8 +1,8 @@
 """`recon_flume_snapshots`: every five minutes, one snapshot of each Flume agent's counters.
 
 A Flume tier is counted from the growth of its counters between the snapshots that bracket a
-window (kafka_recon.flume), so they must be taken while the window runs. One task per flow with
-a Flume tier; the DAG exists only when some flow has one.
+window (kafka_recon.sources.flume), so they must be taken while the window runs. One task per
+flow with a Flume tier; the DAG exists only when some flow has one.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, task
 
-from kafka_recon.config import FlumeTier, load_flows
-from kafka_recon.pipeline import config_path
+from kafka_recon.config import FlumeTier, load_flows_partial
+from kafka_recon.settings import config_path
 
-FLUME_FLOWS = sorted(name for name, f in load_flows(config_path()).items()
+FLUME_FLOWS = sorted(name for name, f in load_flows_partial(config_path())[0].items()
                      if any(isinstance(t, FlumeTier) for t in f.tiers))
 
 if FLUME_FLOWS:
@@ -36,7 +36,7 @@ if FLUME_FLOWS:
         @task
         def snapshot(flow: str) -> list[dict[str, object]]:
             from kafka_recon.config import load_flow
-            from kafka_recon.flume import take_snapshots
+            from kafka_recon.sources.flume import take_snapshots
 
             return take_snapshots({flow: load_flow(config_path(), flow)})
 

@@ -17,13 +17,11 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kafka_recon.errors import ConfigError
+
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-class ConfigError(ValueError):
-    """A flow config that cannot be used; the message says where and what was expected."""
 
 
 def parse_duration(text: str) -> timedelta:
@@ -219,9 +217,7 @@ def _format_error(path: Path, flow: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def load_flows(path: Path | str) -> dict[str, Flow]:
-    """Read and validate every flow of a config file."""
-    path = Path(path)
+def _raw_flows(path: Path) -> dict[Any, Any]:
     try:
         text = path.read_text()
     except OSError as exc:
@@ -234,18 +230,45 @@ def load_flows(path: Path | str) -> dict[str, Flow]:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict) or set(raw) != {"flows"} or not isinstance(raw["flows"], dict):
         raise ConfigError(f"{path}: expected a mapping with the single key 'flows: {{name: ...}}'")
-    flows: dict[str, Flow] = {}
-    for name, body in raw["flows"].items():
-        if not isinstance(body, dict):
-            raise ConfigError(f"{path}: flow '{name}': expected a mapping of fields")
-        body = _expand_env(body, f"{path}: flow '{name}'")
-        try:
-            flows[str(name)] = Flow(name=str(name), **body)
-        except ValidationError as exc:
-            raise ConfigError(_format_error(path, str(name), exc)) from None
-        except ValueError as exc:
-            raise ConfigError(f"{path}: flow '{name}': {exc}") from None
+    return raw["flows"]
+
+
+def _one_flow(path: Path, name: str, body: Any) -> Flow:
+    if not isinstance(body, dict):
+        raise ConfigError(f"{path}: flow '{name}': expected a mapping of fields")
+    body = _expand_env(body, f"{path}: flow '{name}'")
+    try:
+        return Flow(name=name, **body)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(path, name, exc)) from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: flow '{name}': {exc}") from None
+
+
+def load_flows(path: Path | str) -> dict[str, Flow]:
+    """Read and validate every flow of a config file; the first bad flow is an error."""
+    flows, errors = load_flows_partial(path)
+    if errors:
+        raise ConfigError(next(iter(errors.values())))
     return flows
+
+
+def load_flows_partial(path: Path | str) -> tuple[dict[str, Flow], dict[str, str]]:
+    """Every valid flow, and for each bad one its error: one bad flow must not take the
+    others' DAGs with it. A file that cannot be read at all is an error of `(file)`."""
+    path = Path(path)
+    try:
+        raw = _raw_flows(path)
+    except ConfigError as exc:
+        return {}, {"(file)": str(exc)}
+    flows: dict[str, Flow] = {}
+    errors: dict[str, str] = {}
+    for name, body in raw.items():
+        try:
+            flows[str(name)] = _one_flow(path, str(name), body)
+        except ConfigError as exc:
+            errors[str(name)] = str(exc)
+    return flows, errors
 
 
 def load_flow(path: Path | str, name: str) -> Flow:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-
-class WindowError(ValueError):
-    pass
+from kafka_recon.errors import WindowError
 
 
 def parse_instant(text: str, what: str) -> datetime:

@@ -1,1 +1,1 @@
-"""PySpark jobs, each submitted by spark-submit: argument parser, pure transforms, main."""
+"""spark-submit entry points: argument parser → the step in kafka_recon.spark (thin)."""

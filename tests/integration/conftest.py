@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.devenv.kafka import KafkaCluster
+from harness.services.kafka import KafkaCluster
 
 
 @pytest.fixture(scope="session")
@@ -29,8 +29,8 @@ def artifacts_dir() -> Path:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One in-process Spark (local[2]) with the Kafka connector and JDBC drivers as local jars."""
-    from kafka_recon.paths import spark_jars
-    from kafka_recon.sparkutil import session
+    from kafka_recon.settings import spark_jars
+    from kafka_recon.spark.session import session
 
     s = session("kafka-recon integration", master="local[2]", jars=spark_jars())
     s.sparkContext.setLogLevel("WARN")
@@ -44,7 +44,7 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     import shutil
     import tempfile
 
-    from kafka_recon.devenv.postgres import PostgresServer
+    from harness.services.postgres import PostgresServer
 
     # not under pytest's tmp folder: pytest keeps that private (0700) to root, and the server
     # runs as the postgres user

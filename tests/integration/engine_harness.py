@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_recon import pipeline
+from kafka_recon import orchestrate
 
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 START, END = DAY, DAY + timedelta(days=1)
@@ -89,9 +89,9 @@ class Scenario:
         from sqlalchemy import create_engine
         from sqlalchemy import text as sql
 
-        from kafka_recon.stage import sqlalchemy_url
+        from kafka_recon.sources.connections import resolve
 
-        engine = create_engine(sqlalchemy_url(url))
+        engine = create_engine(resolve(url))
         with engine.begin() as con:
             con.execute(sql(statement), rows) if rows else con.execute(sql(statement))
         engine.dispose()
@@ -120,7 +120,8 @@ class Scenario:
     # --- the run
     def reconcile(self, spark: Any) -> dict[str, Any]:
         self.out = self.tmp / "run"
-        return pipeline.reconcile_in_process(spark, self.config, "f", START, END, self.out)
+        run = orchestrate.load("f", START.isoformat(), END.isoformat(), self.config, self.out)
+        return orchestrate.execute(run, spark, with_report=False).as_json()
 
     def ids(self, relative: str | None) -> set[int]:
         assert relative, "the finding names no id file"

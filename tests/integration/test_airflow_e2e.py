@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from kafka_recon.demo.__main__ import FLOW, demo_env, make_data
-from kafka_recon.devenv.airflow import AirflowServers
-from kafka_recon.devenv.kafka import KafkaCluster
-from kafka_recon.devenv.smtp import MailCatcher, read_maildir
+from harness.demo.__main__ import FLOW, demo_env, make_data
+from harness.services.airflow import AirflowServers
+from harness.services.kafka import KafkaCluster
+from harness.services.smtp import MailCatcher, read_maildir
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +159,7 @@ def test_adhoc_run_triggered_through_the_rest_api_mails_owners_and_records_histo
     assert sorted(int(i) for i in csv.get_content().split()[1:]) == lost
     artifacts_dir.joinpath("e2e-mail.eml").write_bytes(mail_file.read_bytes())
 
-    from kafka_recon import history
+    from kafka_recon.outputs import history
 
     eng = history.engine(f"sqlite:///{stack.workdir / 'runs' / 'history.db'}")
     [row] = history.flow_runs(FLOW, eng=eng)

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_recon.audit import audit_flow
+from harness.services.kafka import KafkaCluster
 from kafka_recon.config import load_flow
-from kafka_recon.devenv.kafka import KafkaCluster
+from kafka_recon.sources.audit import audit_flow
 from tests.integration.engine_harness import commit_offset
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.devenv.kafka import KafkaCluster
-from kafka_recon.devenv.ports import free_port
+from harness.services.kafka import KafkaCluster
+from harness.services.ports import free_port
 from tests.integration.engine_harness import END, START, Scenario, at
 
 pytestmark = pytest.mark.integration

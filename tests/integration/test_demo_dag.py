@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.demo.__main__ import lost_ids, run_demo
-from kafka_recon.devenv.smtp import read_maildir
+from harness.demo.__main__ import lost_ids, run_demo
+from harness.services.smtp import read_maildir
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ def test_daily_dag_finds_and_mails_the_demo_consume_side_loss(tmp_path: Path,
     assert sorted(int(i) for i in csv.get_content().split()[1:]) == truth
 
     # the history has the run, per hop and bucket
-    from kafka_recon import history
+    from kafka_recon.outputs import history
 
     eng = history.engine(f"sqlite:///{tmp_path / 'demo' / 'runs' / 'history.db'}")
     [row] = history.flow_runs("demo_orders", eng=eng)

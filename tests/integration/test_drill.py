@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from kafka_recon.devenv.kafka import KafkaCluster
-from kafka_recon.drill.runner import CLUSTER_CONFIG, run_scenario
-from kafka_recon.drill.scenarios import SCENARIOS
+from harness.drill.runner import CLUSTER_CONFIG, run_scenario
+from harness.drill.scenarios import SCENARIOS
+from harness.services.kafka import KafkaCluster
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_recon.devenv.kafka import KafkaCluster
+from harness.services.kafka import KafkaCluster
 from tests.integration.engine_harness import END, Scenario, at, commit_offset, findings
 
 pytestmark = pytest.mark.integration

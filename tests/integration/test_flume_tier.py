@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from harness.services.kafka import KafkaCluster
 from kafka_recon.config import load_flows
-from kafka_recon.devenv.kafka import KafkaCluster
-from kafka_recon.flume import take_snapshots
+from kafka_recon.sources.flume import take_snapshots
 from tests.integration.engine_harness import END, START, Scenario, at, findings
 
 pytestmark = pytest.mark.integration

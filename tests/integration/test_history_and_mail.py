@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from kafka_recon import history, pipeline
-from kafka_recon.config import load_flow
-from kafka_recon.devenv.ports import free_port
-from kafka_recon.devenv.smtp import MailCatcher, read_maildir
-from kafka_recon.report import render_report
+from harness.services.ports import free_port
+from harness.services.smtp import MailCatcher, read_maildir
+from kafka_recon import orchestrate
+from kafka_recon.outputs import history
+from kafka_recon.outputs.report import render_report
+from tests.factories import FLOWS
 from tests.unit.test_history import DAY, result
 from tests.unit.test_report import _bucketed
 
@@ -48,16 +49,16 @@ def test_a_mail_server_that_is_down_keeps_the_report_and_the_retry_delivers(
                   "from_email": "recon@example.com", "timeout": 5}}))
     run = tmp_path / "run"
     res = _bucketed(run)
-    (run / "result.json").write_text(json.dumps(res))
+    (run / "result.json").write_text(res.dumps())
     render_report(res, run)
-    flow = load_flow(Path(pipeline.DEFAULT_CONFIG), "demo_orders")
+    recon = orchestrate.load("demo", res.window.start, res.window.end, FLOWS, run)
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     with pytest.raises(Exception, match="(?i)connect|refused"):
-        pipeline.notify(flow, run)  # the Airflow task fails here and retries
+        orchestrate.notify(recon)  # the Airflow task fails here and retries
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before, \
         "a failed send changes nothing on disk"
     with MailCatcher(tmp_path / "mail", port=port):
-        assert pipeline.notify(flow, run).endswith("FINDINGS")  # the retry
+        assert orchestrate.notify(recon).endswith("FINDINGS")  # the retry
     [mail] = read_maildir(tmp_path / "mail")
     assert mail["To"] == "orders-team@example.com"
     assert [a.get_filename() for a in mail.iter_attachments()] == ["db__topic.csv"]

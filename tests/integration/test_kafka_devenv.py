@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_recon.devenv.kafka import KafkaCluster, _pid_alive
+from harness.services.kafka import KafkaCluster, _pid_alive
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_recon.devenv.kafka import KafkaCluster
-from kafka_recon.paths import REPO_ROOT, spark_jars
+from harness.services.kafka import KafkaCluster
+from kafka_recon.settings import REPO_ROOT, spark_jars
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.devenv.kafka import KafkaCluster
-from kafka_recon.devenv.spark import SparkStandalone
+from harness.services.kafka import KafkaCluster
+from harness.services.spark import SparkStandalone
 from tests.integration.engine_harness import END, START, Scenario, at
 
 pytestmark = pytest.mark.integration

@@ -13,6 +13,7 @@ import sys
 from datetime import UTC, datetime
 
 from airflow.dag_processing.dagbag import DagBag
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 bag = DagBag(dag_folder=sys.argv[1])
 heavy = [m for m in ("pyspark", "pandas", "great_expectations") if m in sys.modules]
@@ -41,7 +42,7 @@ def render(dag, task):  # type: ignore[no-untyped-def]
                                       for k, v in fixed.items()}}
     task.render_template_fields(ctx, jinja_env=env)
     out = {f: getattr(task, f) for f in task.template_fields}
-    if task.task_type == "SparkSubmitOperator":
+    if isinstance(task, SparkSubmitOperator):
         out["spark_submit"] = task._get_hook()._build_spark_submit_command(task.application)
     return out
 
@@ -66,6 +67,8 @@ for d in bag.dags.values():
         "catchup": d.catchup, "tags": sorted(d.tags),
         "schedule": f"{type(d.timetable).__name__} {cron(d.timetable)}",
         "params": sorted(d.params),
+        "params_enum": {k: (d.params.get_param(k).schema or {}).get("enum")
+                        for k in d.params},
         "downstream": {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},
         "trigger_rules": {t.task_id: getattr(t.trigger_rule, "value", t.trigger_rule)
                           for t in d.tasks},

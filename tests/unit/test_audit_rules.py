@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from kafka_recon.audit import RULES, Facts, client_settings, evaluate, read_properties
+from kafka_recon.errors import ConfigError
+from kafka_recon.sources.audit import RULES, Facts, client_settings, evaluate, read_properties
 
 pytestmark = pytest.mark.unit
 
@@ -121,5 +122,5 @@ def test_properties_files_and_declared_settings_merge(tmp_path: Path) -> None:
 
 def test_a_malformed_properties_line_is_named(tmp_path: Path) -> None:
     (tmp_path / "p.properties").write_text("acks=all\njust words\n")
-    with pytest.raises(ValueError, match=r"p.properties:2: expected key=value"):
+    with pytest.raises(ConfigError, match=r"p.properties, line 2: expected key=value"):
         read_properties(tmp_path / "p.properties")

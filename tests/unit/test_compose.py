@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kafka_recon.paths import REPO_ROOT
+from kafka_recon.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from kafka_recon.config import ConfigError, load_flow, load_flows
-from kafka_recon.pipeline import DEFAULT_CONFIG
 
 pytestmark = pytest.mark.unit
 
@@ -30,11 +29,6 @@ def write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "flows.yaml"
     p.write_text(text)
     return p
-
-
-def test_repo_flow_config_loads_the_demo_flow() -> None:
-    flow = load_flow(DEFAULT_CONFIG, "demo_orders")
-    assert [t.name for t in flow.tiers] == ["orders_db", "orders_topic", "warehouse"]
 
 
 def test_valid_flow_parses_durations_defaults_and_sides(tmp_path: Path) -> None:

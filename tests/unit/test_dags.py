@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.devenv.airflow import airflow_env
-from kafka_recon.paths import REPO_ROOT
+from harness.services.airflow import airflow_env
+from kafka_recon.settings import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
@@ -30,7 +30,7 @@ def _probe(tmp: Path, config: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def dagbag(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return _probe(tmp_path_factory.mktemp("airflow"), HERE / "data" / "flows.yaml")
+    return _probe(tmp_path_factory.mktemp("airflow"), HERE.parent / "data" / "flows.yaml")
 
 
 def test_dag_folder_has_no_import_errors(dagbag: dict) -> None:
@@ -38,19 +38,21 @@ def test_dag_folder_has_no_import_errors(dagbag: dict) -> None:
 
 
 def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -> None:
-    assert sorted(dagbag["dags"]) == ["recon__clicks", "recon__orders", "recon_adhoc",
-                                      "recon_flume_snapshots"]
+    assert sorted(dagbag["dags"]) == ["recon__clicks", "recon__demo", "recon__orders",
+                                      "recon_adhoc", "recon_flume_snapshots"]
 
 
 def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
                                                                              ) -> None:
     dag = dagbag["dags"]["recon__orders"]
-    assert dag["tasks"] == ["history", "notify", "reconcile", "replay", "report",
+    assert dag["tasks"] == ["begin", "history", "notify", "reconcile", "replay", "report",
                             "stage__collector", "stage__orders_db", "stage__warehouse",
                             "stage_topic", "validate", "verdict"]
     assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
     assert dag["catchup"] is False
     down = dag["downstream"]
+    # the window's previous outputs are cleared before anything is staged
+    assert down["begin"] == ["stage__collector", "stage__orders_db", "stage__warehouse"]
     assert {t for t, d in down.items() if d == ["stage_topic"]} == {
         "stage__collector", "stage__orders_db", "stage__warehouse"}
     assert down["report"] == ["history", "notify"] and down["notify"] == ["verdict"]
@@ -126,3 +128,33 @@ def test_dag_files_do_not_import_heavy_modules_at_top_level() -> None:
                if line.startswith(("import ", "from "))]
         assert not [line for line in top if any(
             m in line for m in ("pyspark", "pandas", "great_expectations"))], path
+
+
+def test_one_bad_flow_keeps_the_other_dags_and_shows_as_an_import_error_naming_it(
+        tmp_path: Path) -> None:
+    good = (HERE.parent / "data" / "flows.yaml").read_text()
+    bad = good + """
+  broken:
+    owners: [x@example.com]
+    record: {id: "order_id", event_time: "$.t"}
+    tiers:
+      - {name: only_topic, type: kafka, bootstrap: "127.0.0.1:9092", topic: t}
+"""
+    config = tmp_path / "flows.yaml"
+    config.write_text(bad)
+    bag = _probe(tmp_path, config)
+    assert sorted(bag["dags"]) == ["recon__clicks", "recon__demo", "recon__orders",
+                                   "recon_adhoc", "recon_flume_snapshots"]
+    assert "broken" not in bag["dags"]["recon_adhoc"]["params_enum"]["flow"]
+    [(path, error)] = bag["errors"].items()
+    assert path.endswith("recon_config.py")
+    assert "flow 'broken'" in error and "record.id" in error and "tiers" in error
+
+
+def test_an_unreadable_flow_config_is_one_import_error_naming_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "flows.yaml"
+    config.write_text("flows: [not, a, mapping]\n")
+    bag = _probe(tmp_path, config)
+    assert sorted(bag["dags"]) == ["recon_adhoc"]
+    [(path, error)] = bag["errors"].items()
+    assert path.endswith("recon_config.py") and str(config) in error

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.devenv.kafka import JavaNotFoundError, java_binary
-from kafka_recon.devenv.ports import HOST, PortInUseError, ensure_free
-from kafka_recon.paths import MissingJarsError, spark_jars
+from harness.services.kafka import JavaNotFoundError, java_binary
+from harness.services.ports import HOST, PortInUseError, ensure_free
+from kafka_recon.settings import MissingJarsError, spark_jars
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from kafka_recon.cli import EXIT_ERROR, main
-from kafka_recon.drill.ledger import Ledger, ids, read
-from kafka_recon.drill.runner import compare
-from kafka_recon.drill.truth import Truth, expected_findings
+from harness.drill.ledger import Ledger, ids, read
+from harness.drill.runner import compare
+from harness.drill.truth import Truth, expected_findings
+from kafka_recon.faces.cli import EXIT_ERROR, main
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kafka_recon.config import FlumeTier
-from kafka_recon.flume import FlumeError, Snapshot, bracket, growth, parse_metrics
+from kafka_recon.sources.flume import FlumeError, Snapshot, bracket, growth, parse_metrics
 
 pytestmark = pytest.mark.unit
 
@@ -47,8 +47,8 @@ def test_missing_component_names_what_the_agent_has() -> None:
 
 
 def test_unreachable_agent_names_its_url() -> None:
-    from kafka_recon.devenv.ports import free_port
-    from kafka_recon.flume import fetch_metrics
+    from harness.services.ports import free_port
+    from kafka_recon.sources.flume import fetch_metrics
 
     port = free_port()
     tier = FlumeTier(name="c", type="flume", metrics_url=f"http://127.0.0.1:{port}/metrics",

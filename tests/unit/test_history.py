@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from kafka_recon import history
 from kafka_recon.config import Flow
+from kafka_recon.outputs import history
+from kafka_recon.result.model import Result
+from tests.factories import finding, hop, hours, tier
+from tests.factories import result as make_result
 
 pytestmark = pytest.mark.unit
 
@@ -17,28 +20,22 @@ DAY = datetime(2026, 11, 20, tzinfo=UTC)
 
 
 def result(start: datetime, topic_per_hour: int, missing: int = 0, status: str = "ok",
-           flow: str = "clicks") -> dict[str, Any]:
-    end = start + timedelta(days=1)
-    hours = [(start + timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M:%SZ") for h in range(24)]
-    return {
-        "flow": flow,
-        "window": {"start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                   "end": end.strftime("%Y-%m-%dT%H:%M:%SZ")},
-        "status": status, "bucket_seconds": 3600,
-        "tiers": [{"name": "clicks_topic", "count": 24 * topic_per_hour,
-                   "buckets": {h: topic_per_hour for h in hours}},
-                  {"name": "lake", "count": 24 * topic_per_hour - missing,
-                   "buckets": {h: topic_per_hour - (missing if i == 0 else 0)
-                               for i, h in enumerate(hours)}}],
-        "hops": [{"from": "clicks_topic", "to": "lake", "side": "consume",
-                  "buckets": [{"bucket": h, "expected": topic_per_hour,
-                               "observed": topic_per_hour - (missing if i == 0 else 0),
-                               "missing": missing if i == 0 else 0, "unexpected": 0,
-                               "duplicate": 0} for i, h in enumerate(hours)]}],
-        "findings": [{"kind": "loss", "side": "consume", "hop": "clicks_topic->lake",
-                      "count": missing}] if missing else [],
-        "reasons": [] if status != "inconclusive" else ["the window plus grace is open"],
-    }
+           flow: str = "clicks", **more: Any) -> Result:
+    day = hours(start)
+    return make_result(
+        flow, start, status=status,
+        tiers=[tier("clicks_topic", 24 * topic_per_hour,
+                    buckets={h: topic_per_hour for h in day}),
+               tier("lake", 24 * topic_per_hour - missing,
+                    buckets={h: topic_per_hour - (missing if i == 0 else 0)
+                             for i, h in enumerate(day)})],
+        hops=[hop("clicks_topic", "lake", "consume", 24 * topic_per_hour,
+                  24 * topic_per_hour - missing, missing=missing,
+                  buckets=[{"bucket": h, "expected": topic_per_hour,
+                            "observed": topic_per_hour - (missing if i == 0 else 0),
+                            "missing": missing if i == 0 else 0} for i, h in enumerate(day)])],
+        findings=[finding("loss", "consume", "clicks_topic->lake", missing)] if missing else [],
+        reasons=[] if status != "inconclusive" else ["the window plus grace is open"], **more)
 
 
 @pytest.fixture

@@ -6,14 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.notify import attach_cap, build_message
-from kafka_recon.report import render_report
+from kafka_recon.errors import UsageError
+from kafka_recon.outputs.notify import build_message
+from kafka_recon.outputs.report import render_report
+from kafka_recon.result.model import Result
+from kafka_recon.settings import mail_attach_max_bytes
 from tests.unit.test_report import _bucketed
 
 pytestmark = pytest.mark.unit
 
 
-def _run(tmp_path: Path, ids: int = 25) -> dict:
+def _run(tmp_path: Path, ids: int = 25) -> Result:
     result = _bucketed(tmp_path, ids)
     render_report(result, tmp_path)
     return result
@@ -56,5 +59,5 @@ def test_an_id_file_over_the_cap_is_cut_at_a_line_and_the_mail_says_so(tmp_path:
 
 def test_the_cap_must_be_a_byte_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_RECON_MAIL_ATTACH_MAX_BYTES", "5MB")
-    with pytest.raises(ValueError, match="KAFKA_RECON_MAIL_ATTACH_MAX_BYTES='5MB'"):
-        attach_cap()
+    with pytest.raises(UsageError, match="KAFKA_RECON_MAIL_ATTACH_MAX_BYTES='5MB'"):
+        mail_attach_max_bytes()

@@ -1,4 +1,5 @@
-"""build_result: findings, reasons and status from the reconcile job's aggregates."""
+"""build_result: findings, reasons and status from the reconcile step's aggregates, checked in
+the JSON form owners and tools read (result.json)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ from typing import Any
 
 import pytest
 
-from kafka_recon.config import load_flow
-from kafka_recon.pipeline import DEFAULT_CONFIG
-from kafka_recon.reconcile import build_result, verdict
-from kafka_recon.topic import NO_COMMIT
+from kafka_recon.result.build import build_result
+from kafka_recon.sources.topic import NO_COMMIT
 from kafka_recon.window import Window
+from tests.factories import flow
 
 pytestmark = pytest.mark.unit
 
-FLOW = load_flow(DEFAULT_CONFIG, "demo_orders")
+FLOW = flow("demo")
 WINDOW = Window.parse("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z", FLOW.grace)
 LATER = datetime(2026, 11, 22, tzinfo=UTC)
 B = "2026-11-20T14:00:00Z"
@@ -47,7 +47,8 @@ def topic(*counts: int, offsets: list[dict[str, Any]] | None = None,
 def result(hops: list[dict[str, Any]], t: dict[str, Any], tiers: list[dict[str, Any]] | None = None,
            now: datetime = LATER) -> dict[str, Any]:
     tiers = tiers or [tier("orders_db", 100), tier("orders_topic", 100), tier("warehouse", 100)]
-    return build_result(FLOW, WINDOW, {"tiers": tiers, "hops": hops}, t, now=now, out="/run")
+    return build_result(FLOW, WINDOW, {"tiers": tiers, "hops": hops}, t, now=now,
+                        out="/run").as_json()
 
 
 CLEAN = [hop("orders_db", "orders_topic", "write", 100, 100),
@@ -57,7 +58,8 @@ CLEAN = [hop("orders_db", "orders_topic", "write", 100, 100),
 def test_clean_run_is_ok_with_no_finding() -> None:
     r = result(CLEAN, topic(100, 100))
     assert (r["status"], r["findings"], r["reasons"]) == ("ok", [], [])
-    assert "every record accounted for" in verdict(r)
+    typed = build_result(FLOW, WINDOW, {"tiers": [], "hops": CLEAN}, topic(100, 100), now=LATER)
+    assert "every record accounted for" in typed.verdict()
 
 
 def test_loss_names_side_hop_bucket_and_relative_id_file() -> None:
@@ -73,7 +75,8 @@ def test_loss_names_side_hop_bucket_and_relative_id_file() -> None:
 def test_loss_within_tolerance_is_reported_but_the_run_is_ok() -> None:
     flow = FLOW.model_copy(update={"tolerance": FLOW.tolerance.model_copy(update={"loss": 20})})
     r = build_result(flow, WINDOW, {"tiers": [], "hops": [
-        hop("orders_topic", "warehouse", "consume", 100, 88, miss=12)]}, topic(100), now=LATER)
+        hop("orders_topic", "warehouse", "consume", 100, 88, miss=12)]}, topic(100),
+        now=LATER).as_json()
     assert r["status"] == "ok" and r["findings"][0]["within_tolerance"] is True
 
 
@@ -155,7 +158,7 @@ def _retention_run(unread: int, missing_from_topic: int = 40, write_missing: int
                                                  tier("orders_topic", 60),
                                                  tier("warehouse", 70)],
                                        "hops": hops, "retention": split}, t, now=LATER,
-                        out="/run")
+                        out="/run").as_json()
 
 
 def test_records_deleted_by_retention_are_the_groups_loss_not_a_write_side_loss() -> None:

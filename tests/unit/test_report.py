@@ -4,23 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.notify import subject
-from kafka_recon.report import render_report, sentences
+from kafka_recon.outputs.report import render_report, sentences
+from tests.factories import finding, hop, hours, replay, result, tier
 
 pytestmark = pytest.mark.unit
 
-RESULT = {
-    "flow": "orders<script>", "window": {"start": "2026-11-20T00:00:00Z",
-                                         "end": "2026-11-21T00:00:00Z"},
-    "status": "findings",
-    "tiers": [{"name": "db", "count": 10, "distinct": 10}],
-    "hops": [{"from": "db", "to": "<b>topic</b>", "side": "write", "expected": 10,
-              "observed": 7, "missing": 3, "unexpected": 0, "duplicate": 0}],
-    "replays": [{"group": "g", "count": 7, "distinct": 7, "fingerprint": "1"}],
-    "replays_consistent": True,
-    "findings": [{"kind": "loss", "side": "write", "hop": "db-><b>topic</b>", "count": 3}],
-    "reasons": [],
-}
+# markup in names: payload and config text reaches the report
+RESULT = result(
+    "orders<script>", bucket_seconds=None,
+    tiers=[tier("db", 10)],
+    hops=[hop("db", "<b>topic</b>", "write", 10, 7, missing=3)],
+    replays=[replay("g", 7)],
+    findings=[finding("loss", "write", "db-><b>topic</b>", 3)])
 
 
 def test_each_finding_is_one_sentence_naming_count_side_and_hop() -> None:
@@ -37,45 +32,49 @@ def test_html_report_escapes_payload_markup(tmp_path: Path) -> None:
 
 
 def test_subject_carries_flow_window_and_status() -> None:
-    assert subject(RESULT) == ("[kafka-recon] orders<script> "
+    assert RESULT.subject() == ("[kafka-recon] orders<script> "
                                "2026-11-20T00:00:00Z..2026-11-21T00:00:00Z: FINDINGS")
 
 
 def test_sentences_say_when_records_went_missing() -> None:
-    one = {**RESULT, "flow": "orders", "bucket_seconds": 3600,
-           "findings": [{"kind": "loss", "side": "consume", "hop": "orders_topic->warehouse",
-                         "count": 12, "buckets": ["2026-11-20T14:00:00Z"]}]}
-    assert sentences(one) == ["orders: 12 records lost on the consume side between orders_topic "
-                              "and warehouse, 14:00-15:00."]
-    many = {**one, "findings": [{**one["findings"][0],
-                                 "buckets": [f"2026-11-20T{h:02d}:00:00Z" for h in range(2, 9)]}]}
-    assert sentences(many)[0].endswith(", in 7 buckets from 02:00 to 09:00.")
-    whole_day = {**one, "findings": [{**one["findings"][0],
-                                      "buckets": [f"2026-11-20T{h:02d}:00:00Z"
-                                                  for h in range(24)]}]}
-    assert sentences(whole_day)[0].endswith(
-        ", in 24 buckets from 2026-11-20 00:00 to 2026-11-21 00:00.")
+    def one(buckets: list[str]) -> str:
+        r = result("orders", findings=[finding("loss", "consume", "orders_topic->warehouse", 12,
+                                               buckets=buckets)])
+        return sentences(r)[0]
+
+    assert one(["2026-11-20T14:00:00Z"]) == (
+        "orders: 12 records lost on the consume side between orders_topic and warehouse, "
+        "14:00-15:00.")
+    assert one(hours()[2:9]).endswith(", in 7 buckets from 02:00 to 09:00.")
+    assert one(hours()).endswith(", in 24 buckets from 2026-11-20 00:00 to 2026-11-21 00:00.")
 
 
-def _bucketed(tmp_path: Path, ids: int = 25) -> dict:
-    hours = [f"2026-11-20T{h:02d}:00:00Z" for h in range(4)]
+def test_late_records_and_tolerated_losses_are_said_as_such() -> None:
+    r = result("orders", findings=[
+        finding("late", "write", "db->topic", 2),
+        finding("loss", "consume", "topic->sink", 1, within_tolerance=True)])
+    assert sentences(r) == [
+        "orders: 2 records late (arrived inside grace, not lost) on the write side between db "
+        "and topic.",
+        "orders: 1 records lost on the consume side between topic and sink (within tolerance)."]
+
+
+def _bucketed(tmp_path: Path, ids: int = 25):  # type: ignore[no-untyped-def]
+    four = hours(n=4)
     miss = tmp_path / "missing" / "db__topic.csv"
     miss.parent.mkdir(parents=True)
     miss.write_text("id\n" + "".join(f"<i>{n}\n" for n in range(ids)))
-    return {**RESULT, "flow": "orders", "bucket_seconds": 3600,
-            "tiers": [{"name": "db", "count": 40, "distinct": 40,
-                       "buckets": {h: 10 for h in hours}},
-                      {"name": "topic", "count": 40 - ids, "distinct": 40 - ids,
-                       "buckets": {h: 10 - (ids if i == 1 else 0) if ids <= 10 else 10
-                                   for i, h in enumerate(hours)}}],
-            "hops": [{"from": "db", "to": "topic", "side": "write", "expected": 40,
-                      "observed": 40 - ids, "missing": ids, "unexpected": 0, "duplicate": 0,
-                      "missing_ids": "missing/db__topic.csv",
-                      "buckets": [{"bucket": h, "expected": 10, "observed": 10,
-                                   "missing": ids if i == 1 else 0, "unexpected": 0,
-                                   "duplicate": 0} for i, h in enumerate(hours)]}],
-            "findings": [{"kind": "loss", "side": "write", "hop": "db->topic", "count": ids,
-                          "ids": "missing/db__topic.csv", "buckets": [hours[1]]}]}
+    return result(
+        "orders", replays=[replay("g", 40 - ids)],
+        tiers=[tier("db", 40, buckets={h: 10 for h in four}),
+               tier("topic", 40 - ids, buckets={h: 10 - (ids if i == 1 else 0) if ids <= 10
+                                                else 10 for i, h in enumerate(four)})],
+        hops=[hop("db", "topic", "write", 40, 40 - ids, missing=ids,
+                  missing_ids="missing/db__topic.csv",
+                  buckets=[{"bucket": h, "expected": 10, "observed": 10,
+                            "missing": ids if i == 1 else 0} for i, h in enumerate(four)])],
+        findings=[finding("loss", "write", "db->topic", ids, ids="missing/db__topic.csv",
+                          buckets=[four[1]])])
 
 
 def test_report_embeds_a_chart_and_the_mail_version_points_at_it_by_content_id(tmp_path: Path

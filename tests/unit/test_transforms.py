@@ -21,8 +21,8 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 
-from spark_jobs import reconcile as R  # noqa: E402
-from spark_jobs import replay as P  # noqa: E402
+from kafka_recon.spark import reconcile as R  # noqa: E402
+from kafka_recon.spark import replay as P  # noqa: E402
 
 START = datetime(2026, 11, 20, tzinfo=UTC)
 END = START + timedelta(days=1)
@@ -40,7 +40,7 @@ TABLE = StructType([StructField("id", StringType()), StructField("event_time", T
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    from kafka_recon.sparkutil import session
+    from kafka_recon.spark.session import session
 
     s = session("kafka-recon unit", master="local[1]")
     yield s

@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kafka_recon.validate import validate_result
+from kafka_recon.outputs.validate import validate_result
+from kafka_recon.result.model import Result
+from tests.factories import hop, replay, result, tier
 
 pytestmark = pytest.mark.unit
 
 
-def _result(topic_count: int, missing: int = 0) -> dict[str, Any]:
-    return {
-        "flow": "clicks", "window": {"start": "2026-11-20T00:00:00Z",
-                                     "end": "2026-11-21T00:00:00Z"},
-        "tiers": [{"name": "clicks_topic", "count": topic_count},
-                  {"name": "lake", "count": topic_count - missing}],
-        "hops": [{"from": "clicks_topic", "to": "lake", "expected": topic_count,
-                  "observed": topic_count - missing, "missing": missing, "unexpected": 0,
-                  "duplicate": 0}],
-        "replays": [{"group": "g1", "count": topic_count, "fingerprint": "9"},
-                    {"group": "g2", "count": topic_count, "fingerprint": "9"}],
-    }
+def _result(topic_count: int, missing: int = 0) -> Result:
+    return result("clicks",
+                  tiers=[tier("clicks_topic", topic_count), tier("lake", topic_count - missing)],
+                  hops=[hop("clicks_topic", "lake", "consume", topic_count,
+                            topic_count - missing, missing=missing)],
+                  replays=[replay("g1", topic_count, "9"), replay("g2", topic_count, "9")])
 
 
 BAND = {"tier": "clicks_topic", "history": [2400, 2500, 2600], "median": 2500, "min": 1750,

@@ -1,0 +1,415 @@
+"""Run drill scenarios: set up, act (apps and faults), reconcile, compare with the truth.
+
+A scenario passes when the reconciliation's findings (kind, side, hop, count and id set) equal
+the truth's exactly, the truth holds what the scenario is about (else the fault "did not bite"
+and the attempt is re-run, never counted), and the status is the one the scenario expects.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from harness.drill import ledger
+from harness.drill.faults import app_state, wait_for
+from harness.drill.truth import Key, Truth, expected_findings, sql_ids, sql_time, topic_ids
+from harness.services.kafka import KafkaCluster
+from kafka_recon import orchestrate
+from kafka_recon.result.model import Result
+
+SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
+CONSUMER_BASE = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+# a drill cluster's followers fall out of the ISR after 5 s instead of 30 s
+CLUSTER_CONFIG = {"replica.lag.time.max.ms": "5000"}
+FLOW = """
+flows:
+{flows}
+"""
+FLOW_ONE = """  {name}:
+    owners: [drill@example.com]
+    bucket: {bucket}
+    grace: {grace}s
+    replays: 2
+    record: {{id: "$.id", event_time: "$.ts"}}
+    tiers:
+      - name: db
+        type: sql
+        conn: "sqlite:///{up}"
+        ids: "SELECT id, ts AS event_time FROM src WHERE ts >= :start AND ts < :end"
+{extra_tiers}      - name: topic
+        type: kafka
+        bootstrap: "{bootstrap}"
+        topic: "{topic}"
+        consumer_groups: [{group}]
+      - name: {sink}
+        type: sql
+        conn: "sqlite:///{down}"
+        ids: "SELECT id, ts AS event_time FROM dst WHERE ts >= :start AND ts < :end"
+"""
+
+
+class NotBitten(RuntimeError):
+    """The fault did not take effect: nothing to find, so nothing proven."""
+
+
+class App:
+    """One drill app process, its ledger folder and its state file."""
+
+    def __init__(self, role: str, folder: Path, spec: dict[str, Any]) -> None:
+        self.role, self.folder = role, folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.spec = {**spec, "role": role, "ledger": str(folder / "ledger"),
+                     "state": str(folder / "state.json")}
+        self.state_path = folder / "state.json"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> App:
+        (self.folder / "spec.json").write_text(json.dumps(self.spec, indent=2))
+        log = open(self.folder / f"{self.role}-{self.starts}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.drill.apps", str(self.folder / "spec.json")],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.starts += 1
+        return self
+
+    @property
+    def ledger(self) -> Path:
+        return self.folder / "ledger"
+
+    def count(self, event: str) -> int:
+        return len(ledger.read(self.ledger, event))
+
+    def state(self) -> dict[str, Any]:
+        return app_state(self.state_path)
+
+    def kill(self) -> None:
+        """SIGKILL: the app dies mid-work, as in an OOM kill or a lost container."""
+        assert self.proc
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self.state_path.unlink(missing_ok=True)
+
+    def stop(self, timeout: float = 60) -> None:
+        assert self.proc
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def wait(self, timeout: float = 300) -> int:
+        assert self.proc
+        return self.proc.wait(timeout)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class Ctx:
+    """What a scenario's `act` works with: the cluster, its topic, its apps, its evidence."""
+
+    cluster: KafkaCluster
+    topic: str
+    folder: Path
+    sinks: dict[str, Path]
+    group: str
+    evidence: list[str] = field(default_factory=list)
+    apps: list[App] = field(default_factory=list)
+    upstream: Path = Path()
+    window_start: datetime | None = None  # moved by a scenario whose tier starts later (Flume)
+    window_end: datetime | None = None    # fixed by a scenario that needs it (late records)
+    grace_s: int = 2
+    bucket: str = "10s"
+    flume: Any = None                     # S10's agent and snapshots: stopped after the window
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    def note(self, text: str) -> None:
+        self.evidence.append(text)
+
+    def producer(self, **spec: Any) -> App:
+        config = {**SAFE_PRODUCER, **spec.pop("config", {})}
+        app = App("producer", self.folder / "producer",
+                  {"bootstrap": self.bootstrap, "topic": self.topic,
+                   "upstream": str(self.upstream), "config": config, **spec})
+        self.apps.append(app)
+        return app.start()
+
+    def consumer(self, sink: str = "sink", name: str | None = None, **spec: Any) -> App:
+        config = {**CONSUMER_BASE, **spec.pop("config", {})}
+        app = App("consumer", self.folder / (name or sink),
+                  {"bootstrap": self.bootstrap, "topic": self.topic, "group": self.group,
+                   "sink": str(self.sinks[sink]), "config": config, **spec})
+        self.apps.append(app)
+        return app.start()
+
+    def drain(self, *consumers: App, timeout: float = 180) -> None:
+        """Let consumers catch up with the topic's end, then stop them cleanly."""
+        def caught_up() -> bool:
+            states = [c.state() for c in consumers]
+            return all(s.get("caught_up") for s in states)
+        wait_for("the consumers to reach the end of the topic", caught_up, timeout)
+        counts = [c.state().get("processed") for c in consumers]
+        time.sleep(1.0)  # settled: nothing more processed in a second
+        while [c.state().get("processed") for c in consumers] != counts:
+            counts = [c.state().get("processed") for c in consumers]
+            time.sleep(1.0)
+        for c in consumers:
+            c.stop()
+
+
+Act = Callable[[Ctx], None]
+Bite = Callable[[Ctx, Truth], str | None]  # None: the fault bit; else why it did not
+
+
+@dataclass
+class Scenario:
+    id: str
+    title: str
+    seeds: str
+    expected: list[Key]          # (kind, side, hop); the hop's sink part is {sink}
+    act: Act
+    rows: int = 2000
+    partitions: int = 1
+    replication: int = 3
+    topic_config: dict[str, str] = field(default_factory=dict)
+    sinks: tuple[str, ...] = ("sink",)
+    status: str = "findings"
+    write_hop: str = "db->topic"
+    bite: Bite | None = None
+    extra_tiers: Callable[[Ctx], str] | None = None
+    # the truth when a plain read of the topic cannot tell it (retention deleted the records)
+    truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
+
+
+# ---------------------------------------------------------------------- one attempt
+def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path) -> Ctx:
+    from confluent_kafka.admin import NewTopic
+
+    from harness.drill.faults import admin
+
+    topic = f"drill-{sc.id.lower()}-{uuid.uuid4().hex[:8]}"
+    config = {"min.insync.replicas": "1", **sc.topic_config}
+    client = admin(cluster.bootstrap)  # referenced until the futures resolve
+    futures = client.create_topics(
+        [NewTopic(topic, sc.partitions, sc.replication, config=config)])
+    for fut in futures.values():
+        fut.result(30)
+    folder.mkdir(parents=True, exist_ok=True)
+    sinks = {name: folder / f"{name}.db" for name in sc.sinks}
+    for path in sinks.values():
+        _exec(path, "CREATE TABLE dst (id INTEGER, ts TEXT)")  # no key: duplicates land
+    ctx = Ctx(cluster, topic, folder, sinks, group=f"loader-{topic}",
+              upstream=folder / "upstream.db")
+    _exec(ctx.upstream, "CREATE TABLE src (id INTEGER PRIMARY KEY, ts TEXT)")
+    return ctx
+
+
+def _exec(path: Path, sql: str, rows: list[tuple[Any, ...]] | None = None) -> None:
+    con = sqlite3.connect(path)
+    with con:
+        con.executemany(sql, rows) if rows else con.execute(sql)
+    con.close()
+
+
+def _ceil_second(t: datetime) -> datetime:
+    return t.replace(microsecond=0) + timedelta(seconds=1 if t.microsecond else 0)
+
+
+def _flow_name(sc: Scenario, sink: str) -> str:
+    """One flow per sink: named after it when there are several, else `drill`."""
+    return sink if len(sc.sinks) > 1 else "drill"
+
+
+def _write_config(sc: Scenario, ctx: Ctx) -> Path:
+    flows = []
+    for sink in sc.sinks:
+        flows.append(FLOW_ONE.format(
+            name=_flow_name(sc, sink), grace=ctx.grace_s, up=ctx.upstream,
+            bucket=ctx.bucket,
+            bootstrap=ctx.bootstrap, topic=ctx.topic, group=ctx.group, sink=sink,
+            down=ctx.sinks[sink], extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else ""))
+    path = ctx.folder / "flows.yaml"
+    path.write_text(FLOW.format(flows="".join(flows)))
+    return path
+
+
+def _read_ids(out: Path, relative: str | None) -> set[int] | None:
+    if not relative:
+        return None
+    with (out / relative).open() as fh:
+        return {int(r["id"]) for r in csv.DictReader(fh)}
+
+
+def found_findings(result: Result, out: Path) -> dict[Key, dict[str, Any]]:
+    found: dict[Key, dict[str, Any]] = {}
+    for f in result.record_findings:
+        hop = f.hop + (f" ({f.cause})" if f.cause else "")
+        found[(f.kind, f.side, hop)] = {"count": f.count, "ids": _read_ids(out, f.ids)}
+    return found
+
+
+def compare(expected: dict[Key, dict[str, Any]], found: dict[Key, dict[str, Any]]
+            ) -> list[str]:
+    """Every difference between the truth and the reconciliation, in words ([] when equal)."""
+    problems = []
+    for key in sorted(set(expected) | set(found)):
+        e, f = expected.get(key), found.get(key)
+        name = "/".join(key)
+        if f is None:
+            problems.append(f"{name}: {e['count'] if e else 0} in truth, not reported")
+        elif e is None:
+            problems.append(f"{name}: reported {f['count']}, truth has none")
+        elif e["count"] != f["count"]:
+            problems.append(f"{name}: reported {f['count']}, truth {e['count']}")
+        elif f["ids"] is None:
+            problems.append(f"{name}: no id file reported")
+        elif f["ids"] != e["ids"]:
+            problems.append(f"{name}: id sets differ ({len(f['ids'] - e['ids'])} reported "
+                            f"not in truth, {len(e['ids'] - f['ids'])} in truth not reported)")
+    return problems
+
+
+def audit_summary(result: Result) -> list[str]:
+    return sorted({f"{f.rule} ({f.severity})" for f in result.risks})
+
+
+def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> dict[str, Any]:
+    """One run of a scenario; NotBitten when the fault did not take effect."""
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    ctx = _setup(sc, cluster, folder)
+    created = datetime.now(UTC)
+    _exec(ctx.upstream, "INSERT INTO src VALUES (?, ?)",
+          [(i, sql_time(created)) for i in range(1, sc.rows + 1)])
+    try:
+        try:
+            sc.act(ctx)
+        finally:
+            for app in ctx.apps:
+                if app.running():
+                    app.stop(10)
+            for node, alive in cluster.running().items():
+                cluster.resume(node)  # a paused follower left behind would freeze the next one
+                if not alive:  # a fault left a broker down: bring it back for the next one
+                    cluster.restart(node)
+        start = ctx.window_start or start
+        end = ctx.window_end or _ceil_second(datetime.now(UTC)) + timedelta(seconds=1)
+        closes = end + timedelta(seconds=ctx.grace_s)
+        wait = (closes - datetime.now(UTC)).total_seconds() + 1.5
+        if wait > 0:
+            time.sleep(wait)  # the window must be closed before it is judged
+    finally:
+        if ctx.flume is not None:
+            ctx.flume.stop()
+    up = sql_ids(str(ctx.upstream), "src", start, end)
+    tp, late = topic_ids(ctx.bootstrap, ctx.topic, start, end, closes)
+    truth = Truth(up, tp, late, {s: sql_ids(str(p), "dst", start, end)
+                                 for s, p in ctx.sinks.items()})
+    expected = sc.truth(ctx, truth) if sc.truth else expected_findings(truth, sc.write_hop)
+    config = _write_config(sc, ctx)
+    flows: list[dict[str, Any]] = []
+    for sink in sc.sinks:
+        flow_name = _flow_name(sc, sink)
+        out = folder / f"run-{flow_name}"
+        run = orchestrate.load(flow_name, start.isoformat(), end.isoformat(), config, out)
+        result = orchestrate.execute(run, spark, with_report=False)
+        want = expected[sink]
+        found = found_findings(result, out)
+        flows.append({"flow": flow_name, "status": result.status,
+                      "reasons": result.reasons, "audit": audit_summary(result),
+                      "truth": {"/".join(k): v["count"] for k, v in want.items()},
+                      "found": {"/".join(k): v["count"] for k, v in found.items()},
+                      "problems": compare(want, found)})
+    wanted = {(k, s, h.format(sink=sink)) for sink in sc.sinks for k, s, h in sc.expected}
+    truth_keys = {k for sink in sc.sinks for k in expected[sink]}
+    why_not = sc.bite(ctx, truth) if sc.bite else None
+    if wanted - truth_keys or why_not:
+        missing = ", ".join("/".join(k) for k in sorted(wanted - truth_keys))
+        raise NotBitten(why_not or f"the truth holds no {missing}")
+    return {"window": {"start": start.isoformat(), "end": end.isoformat()},
+            "upstream": len(up), "topic": sum(tp.values()),
+            "sinks": {s: sum(c.values()) for s, c in truth.sinks.items()},
+            "flows": flows, "evidence": ctx.evidence, "extra_truth": sorted(
+                "/".join(k) for k in truth_keys - wanted)}
+
+
+def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
+                 attempts: int = 3, label: str | None = None) -> dict[str, Any]:
+    """A scenario's row of the matrix: re-run while its fault does not bite."""
+    label = label or sc.id
+    row: dict[str, Any] = {"scenario": label, "title": sc.title, "seeds": sc.seeds,
+                           "expected": _expected_words(sc), "attempts": [], "result": "fail"}
+    for n in range(1, attempts + 1):
+        began = time.monotonic()
+        folder = out / label / f"attempt-{n}"
+        try:
+            got = attempt(sc, cluster, spark, folder)
+        except NotBitten as exc:
+            row["attempts"].append({"n": n, "outcome": "fault did not bite", "why": str(exc),
+                                    "seconds": round(time.monotonic() - began, 1)})
+            continue
+        except Exception as exc:  # noqa: BLE001 - a broken attempt is a failed row, not a crash
+            row["attempts"].append({"n": n, "outcome": "error",
+                                    "why": f"{type(exc).__name__}: {exc}",
+                                    "seconds": round(time.monotonic() - began, 1)})
+            break
+        statuses = sorted({f["status"] for f in got["flows"]})
+        problems = [p for f in got["flows"] for p in f["problems"]]
+        if statuses != [sc.status]:
+            problems.append(f"status {'/'.join(statuses)}, expected {sc.status}")
+        got.update(n=n, outcome="pass" if not problems else "fail", problems=problems,
+                   seconds=round(time.monotonic() - began, 1))
+        row["attempts"].append(got)
+        row["result"] = got["outcome"]
+        row["found"] = _found_words(got)
+        break
+    else:
+        row["result"] = "fault did not bite"
+    row.setdefault("found", "-")
+    return row
+
+
+def _expected_words(sc: Scenario) -> str:
+    if not sc.expected:
+        return "nothing" + (f" (status {sc.status})" if sc.status != "ok" else "")
+    sink = sc.sinks[0] if len(sc.sinks) == 1 else "each sink"
+    words = "; ".join(f"{k}, {s} side, {h.format(sink=sink)}" for k, s, h in sc.expected)
+    return words + (" (status inconclusive)" if sc.status == "inconclusive" else "")
+
+
+def _found_words(got: dict[str, Any]) -> str:
+    parts = []
+    for f in got["flows"]:
+        items = [f"{k.replace('/', ', ', 2)}: {n}" for k, n in sorted(f["found"].items())]
+        parts.append(("; ".join(items) or "nothing") + f" [{f['status']}]")
+    return " — ".join(parts)
+
+
+def pick(scenarios: dict[str, Scenario], wanted: list[str] | None) -> list[Scenario]:
+    if not wanted:
+        return list(scenarios.values())
+    unknown = [w for w in wanted if w.upper() not in scenarios]
+    if unknown:
+        raise ValueError(f"unknown scenario(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(scenarios)}")
+    return [scenarios[w.upper()] for w in wanted]
+

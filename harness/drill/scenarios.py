@@ -1,0 +1,499 @@
+"""DESIGN.md's loss scenario catalogue, each as settings, an act and the finding it must give.
+
+An act starts the apps with the seed's settings and injects the fault when the cluster and the
+ledgers show the state the fault needs (the leader really is the broker killed; the records
+really are acknowledged by the leader alone; the offsets really are committed past what was
+processed). What each act saw is kept as evidence in the matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from harness.drill import ledger
+from harness.drill.apps import upstream_rows
+from harness.drill.faults import (
+    alter_topic,
+    leader_of,
+    partition_state,
+    wait_for,
+    wait_isr,
+    wait_leader_moved,
+)
+from harness.drill.runner import App, Ctx, Key, Scenario, Truth
+
+RATE = 500  # records/s: sending lasts seconds, so a fault lands in the middle of it
+
+
+def _grown(app: App, event: str, by: int, timeout: float = 60) -> int:
+    base = app.count(event)
+    return int(wait_for(f"{by} more '{event}' in the {app.role}'s ledger",
+                        lambda: (n := app.count(event)) >= base + by and n, timeout))
+
+
+def _follower(ctx: Ctx, leader: int) -> int:
+    state = partition_state(ctx.bootstrap, ctx.topic) or {}
+    return next(r for r in state["replicas"] if r != leader)
+
+
+def _kill_leader_after_pausing_a_follower(ctx: Ctx, producer: App, progress: str,
+                                          shrink: bool, first: int = 500,
+                                          after: int = 300) -> None:
+    """Pause a follower (and, with `shrink`, wait until the ISR drops it), let `after` more
+    records in that it never copies, SIGKILL the leader, resume the follower, wait for a new
+    leader, restart the old one. With RF 2 the leader alone held those records; with RF 3
+    and the ISR shrunk, the other follower did too."""
+    if first:
+        _grown(producer, progress, first)
+    leader = leader_of(ctx.bootstrap, ctx.topic)
+    follower = _follower(ctx, leader)
+    ctx.cluster.pause(follower)
+    ctx.note(f"follower {follower} paused (SIGSTOP) at {producer.count(progress)} {progress}")
+    if shrink:
+        isr = wait_isr(ctx.bootstrap, ctx.topic, 0, lambda isr: follower not in isr,
+                       f"without {follower}")
+        ctx.note(f"ISR shrank to {isr}")
+    n = _grown(producer, progress, after)
+    now = leader_of(ctx.bootstrap, ctx.topic)
+    if now != leader:
+        raise RuntimeError(f"the leader moved to {now} before the kill")
+    ctx.cluster.kill(leader)
+    ctx.note(f"leader {leader} (from metadata) SIGKILLed at {n} {progress}, "
+             f"{after}+ of them sent after follower {follower} stopped copying")
+    ctx.cluster.resume(follower)
+    new = wait_leader_moved(ctx.bootstrap, ctx.topic, 0, leader, timeout=90)
+    ctx.note(f"broker {new} elected leader")
+    ctx.cluster.restart(leader)
+    ctx.note(f"broker {leader} restarted")
+
+
+def _lost_acked(ctx: Ctx, truth: Truth) -> str | None:
+    lost = set(truth.upstream) - set(truth.topic)
+    acked = set(ledger.ids(ctx.folder / "producer" / "ledger", "acked"))
+    if not lost & acked:
+        return "no acknowledged record was lost"
+    ctx.note(f"{len(lost & acked)} of the {len(lost)} lost records had been acknowledged")
+    return None
+
+
+# ------------------------------------------------------------------ write side
+def s1(ctx: Ctx) -> None:
+    p = ctx.producer(config={"acks": "0", "enable.idempotence": False}, rate=RATE)
+    _kill_leader_after_pausing_a_follower(ctx, p, "sent", shrink=False)
+    c = ctx.consumer()
+    p.wait()
+    ctx.drain(c)
+
+
+def s2(ctx: Ctx) -> None:
+    p = ctx.producer(config={"acks": "1", "enable.idempotence": False}, rate=RATE)
+    _kill_leader_after_pausing_a_follower(ctx, p, "acked", shrink=True)
+    c = ctx.consumer()
+    p.wait()
+    ctx.drain(c)
+
+
+def s3(ctx: Ctx) -> None:
+    timeout_ms = 3000
+    p = ctx.producer(config={"acks": "1", "enable.idempotence": False,
+                             "delivery.timeout.ms": timeout_ms}, callback=False, rate=RATE)
+    _grown(p, "sent", 500)
+    leader = leader_of(ctx.bootstrap, ctx.topic)
+    ctx.cluster.kill(leader)
+    down = time.monotonic()
+    ctx.note(f"the only replica, broker {leader} (from metadata), SIGKILLed at "
+             f"{p.count('sent')} sent")
+    # records queued for the dead partition expire after delivery.timeout.ms; no callback
+    # means nobody hears of it
+    _grown(p, "sent", 2 * RATE)
+    wait_for("the delivery timeout to pass while the partition is offline",
+             lambda: time.monotonic() - down > timeout_ms / 1000 + 1, 30)
+    ctx.cluster.restart(leader)
+    ctx.note(f"broker {leader} restarted {time.monotonic() - down:.1f}s later; the producer "
+             f"registered no delivery callback")
+    c = ctx.consumer()
+    p.wait()
+    ctx.drain(c)
+
+
+OVERSIZE = {500: 20_000, 1000: 20_000, 1500: 20_000}
+
+
+def s4(ctx: Ctx) -> None:
+    # batches smaller than the topic's limit: only a record that is itself too big is refused
+    p = ctx.producer(config={"acks": "all", "enable.idempotence": False, "batch.size": 4096},
+                     pad={str(k): v for k, v in OVERSIZE.items() if k <= 2000})
+    c = ctx.consumer()
+    p.wait()
+    failed = ledger.read(p.ledger, "failed")
+    ctx.note(f"delivery reports: {len(failed)} failed "
+             f"({', '.join(sorted({r['error'] for r in failed})) or 'none'})")
+    ctx.drain(c)
+
+
+def s4_bite(ctx: Ctx, truth: Truth) -> str | None:
+    lost = set(truth.upstream) - set(truth.topic)
+    big = {k for k in OVERSIZE if k in truth.upstream}
+    if not big <= lost:
+        return "an oversized record reached the topic"
+    return None
+
+
+# ------------------------------------------------------------------ consume side
+def _broker_committed(ctx: Ctx) -> dict[int, int]:
+    """The group's committed offsets as the broker holds them (not as the app believes)."""
+    from kafka_recon.sources.topic import check_topic, committed_offsets
+
+    parts = check_topic(ctx.bootstrap, ctx.topic)
+    got = committed_offsets(ctx.bootstrap, ctx.topic, [ctx.group], parts)[ctx.group]
+    return {p: o for p, o in got.items() if o >= 0}
+
+
+def _processed_max(app: App) -> dict[int, int]:
+    done: dict[int, int] = {}
+    for r in ledger.read(app.ledger, "processed"):
+        done[int(r["partition"])] = max(done.get(int(r["partition"]), -1), int(r["offset"]))
+    return done
+
+
+def _committed_past_processed(ctx: Ctx, app: App) -> bool:
+    """Offsets committed for records the app has fetched but not processed yet."""
+    committed = _broker_committed(ctx)
+    done = _processed_max(app)
+    return any(off > done.get(p, -1) + 1 for p, off in committed.items())
+
+
+def _processed_past_committed(ctx: Ctx, app: App) -> bool:
+    """Records processed after the last commit: a crash now replays them."""
+    committed = _broker_committed(ctx)
+    done = _processed_max(app)
+    return bool(committed) and any(off >= committed.get(p, 0) + 50 for p, off in done.items())
+
+
+def _crash_consumer(ctx: Ctx, commit: str, when: str) -> None:
+    p = ctx.producer()
+    assert p.wait() == 0
+    spec: dict[str, Any] = {"commit": commit, "batch": 200, "process_ms": 4}
+    if commit == "auto":
+        spec["config"] = {"auto.commit.interval.ms": 100}
+    c = ctx.consumer(**spec)
+    ready = _committed_past_processed if when == "committed" else _processed_past_committed
+    wait_for(f"the consumer's ledger to show offsets {when} ahead",
+             lambda: c.count("processed") >= 200 and ready(ctx, c), 60)
+    c.kill()
+    ctx.note(f"consumer SIGKILLed mid-batch with {c.count('processed')} processed and "
+             f"{c.count('committed')} commits in its ledger ({when} ahead)")
+    c.start()  # the same app, restarted: it resumes from the group's committed offsets
+    ctx.drain(c)
+
+
+def s5(ctx: Ctx) -> None:
+    _crash_consumer(ctx, "auto", "committed")
+
+
+def s6(ctx: Ctx) -> None:
+    _crash_consumer(ctx, "before", "committed")
+
+
+def s8(ctx: Ctx) -> None:
+    _crash_consumer(ctx, "after", "processed")
+
+
+def s7(ctx: Ctx) -> None:
+    # acks=all waits for a paused follower until the ISR shrinks (5 s); the client gives up on
+    # each request after 1.5 s and, without idempotence, sends it again: acks lost, records not
+    p = ctx.producer(config={"acks": "all", "enable.idempotence": False, "retries": 10,
+                             "request.timeout.ms": 1500, "delivery.timeout.ms": 120000},
+                     rate=RATE)
+    _grown(p, "acked", 500)
+    leader = leader_of(ctx.bootstrap, ctx.topic)
+    follower = _follower(ctx, leader)
+    ctx.cluster.pause(follower)
+    ctx.note(f"follower {follower} paused at {p.count('acked')} acked; requests wait for it")
+    isr = wait_isr(ctx.bootstrap, ctx.topic, 0, lambda isr: follower not in isr,
+                   f"without {follower}")
+    ctx.note(f"ISR shrank to {isr}: the waiting requests complete, after the client retried")
+    ctx.cluster.resume(follower)
+    c = ctx.consumer()
+    p.wait()
+    ctx.drain(c)
+
+
+def s9(ctx: Ctx) -> None:
+    from confluent_kafka import Producer
+
+    from harness.drill.faults import log_start
+
+    c = ctx.consumer(process_ms=10)  # a slow consumer: 100 records/s
+    p = ctx.producer()
+    wait_for("the consumer to process its first records", lambda: c.count("processed") >= 300,
+             60)
+    c.kill()
+    ctx.note(f"consumer SIGKILLed after {c.count('processed')} processed: it stays down")
+    assert p.wait() == 0
+    # the segment holding the window must be closed before retention can delete it: a record
+    # from outside the window (a heartbeat) rolls it once segment.ms has passed
+    time.sleep(2.5)
+    hb = Producer({"bootstrap.servers": ctx.bootstrap})
+    hb.produce(ctx.topic, key="0", value=json.dumps({"id": 0, "ts": "2000-01-01 00:00:00"}))
+    hb.flush(30)
+    alter_topic(ctx.bootstrap, ctx.topic, {"retention.ms": "1000"})
+    ctx.note("retention.ms shortened to 1 s")
+    committed = max((int(r["offset"]) for r in ledger.read(c.ledger, "committed")), default=0)
+    low = wait_for("retention to delete past the group's committed offset",
+                   lambda: (n := log_start(ctx.bootstrap, ctx.topic, 0)) > committed and n, 90)
+    alter_topic(ctx.bootstrap, ctx.topic, {"retention.ms": "604800000"})
+    ctx.note(f"log start moved to {low}, the group had committed {committed}: "
+             f"{low - committed} offsets deleted unread; retention restored to 7 days")
+
+
+def s9_truth(ctx: Ctx, truth: Truth) -> dict[str, dict[Key, dict[str, Any]]]:
+    """Deleted before consumed: acknowledged by Kafka, never processed (the apps' ledgers)."""
+    acked = set(ledger.ids(ctx.folder / "producer" / "ledger", "acked"))
+    processed = set(ledger.ids(ctx.folder / "sink" / "ledger", "processed"))
+    still = set(truth.topic)
+    gone = (acked & set(truth.upstream)) - processed - still
+    found = {("loss", "consume", "topic->sink (retention)"): {"ids": gone, "count": len(gone)}}
+    unread_left = still - set(truth.sinks["sink"])
+    if unread_left:
+        found[("loss", "consume", "topic->sink")] = {"ids": unread_left,
+                                                     "count": len(unread_left)}
+    return {"sink": found if gone else {}}
+
+
+# ------------------------------------------------------------------ Flume (S10)
+class _FlumeUnderWatch:
+    """The agent and a thread snapshotting its counters every second, as the scheduled
+    `kafka-recon snapshot` would, into the store the reconciliation reads."""
+
+    def __init__(self, agent: Any, store: Path) -> None:
+        from kafka_recon.config import FlumeTier
+
+        self.agent, self.store = agent, store
+        self.tier = FlumeTier(name="collector", type="flume", metrics_url=agent.metrics_url,
+                              source="r1", sink="k1")
+        self.taken = 0
+        self.accepted = 0  # as of the last snapshot
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        from kafka_recon.sources.flume import FlumeError, connect_store, snapshot_tier
+
+        while not self._stop.is_set():
+            try:
+                with connect_store(self.store) as con:
+                    snap = snapshot_tier(con, "drill", self.tier, datetime.now(UTC))
+                self.taken += 1
+                self.accepted = int(snap["accepted"])
+            except FlumeError:
+                pass  # the agent is down: no snapshot, as in production
+            self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.agent.stop()
+
+
+def _flume_tier(ctx: Ctx) -> str:
+    return (f"      - name: collector\n        type: flume\n"
+            f"        metrics_url: \"{ctx.flume.agent.metrics_url}\"\n"
+            f"        source: r1\n        sink: k1\n")
+
+
+def _flume_counts(agent: Any) -> tuple[int, int, int]:
+    m = agent.metrics()
+    return (int(m["SOURCE.r1"]["EventAcceptedCount"]), int(m["SINK.k1"]["EventDrainSuccessCount"]),
+            int(m["CHANNEL.c1"]["ChannelSize"]))
+
+
+def s10(ctx: Ctx) -> None:
+    import os
+
+    from harness.drill.runner import _exec
+    from harness.drill.truth import sql_time
+    from harness.services.flume import FlumeAgent
+
+    agent = FlumeAgent(ctx.folder / "flume", ctx.bootstrap, ctx.topic).start()
+    store = ctx.folder / "flume-snapshots.db"
+    os.environ["KAFKA_RECON_SNAPSHOTS"] = str(store)  # where staging reads this run's counters
+    ctx.flume = _FlumeUnderWatch(agent, store)
+    wait_for("a first snapshot of the agent's counters", lambda: ctx.flume.taken, 30)
+    # the window starts once the agent is watched; the rows are created inside it
+    begins = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    ctx.window_start, ctx.bucket = begins, "5m"
+    wait_for("the window to start", lambda: datetime.now(UTC) >= begins, 5)
+    _exec(ctx.upstream, "UPDATE src SET ts = ?", [(sql_time(datetime.now(UTC)),)])
+    c = ctx.consumer()
+    rows = _upstream(ctx)
+    first, second = rows[: len(rows) // 2], rows[len(rows) // 2:]
+    book = ledger.Ledger(ctx.folder / "flume-client" / "ledger")
+
+    def post(batch: list[tuple[int, str]]) -> None:
+        for i in range(0, len(batch), 100):
+            chunk = batch[i:i + 100]
+            agent.post([{"headers": {"key": str(r)},
+                         "body": json.dumps({"id": r, "ts": ts})}
+                        for r, ts in chunk])
+            for r, _ in chunk:
+                book.write("sent", r)
+
+    post(first)
+    wait_for("the agent to drain the first half into Kafka",
+             lambda: _flume_counts(agent)[1] >= len(first), 60)
+    leader = leader_of(ctx.bootstrap, ctx.topic)
+    follower = _follower(ctx, leader)
+    ctx.cluster.kill(follower)
+    isr = wait_isr(ctx.bootstrap, ctx.topic, 0, lambda isr: follower not in isr,
+                   f"without {follower}")
+    ctx.note(f"{len(first)} events drained; broker {follower} killed, ISR {isr} is below "
+             f"the topic's min.insync.replicas=3: the Kafka sink cannot deliver")
+    post(second)
+    acc, drained, size = wait_for(
+        "the second half to sit in the memory channel",
+        lambda: (n := _flume_counts(agent))[0] >= len(rows) and n, 60)
+    # as in production, the events sat in the channel long enough for a scheduled snapshot
+    # to count them accepted; what an agent accepts after its last snapshot dies uncounted
+    wait_for("a snapshot counting every event accepted",
+             lambda: ctx.flume.accepted >= len(rows), 30)
+    agent.kill()
+    ctx.note(f"agent SIGKILLed with {acc} accepted, {drained} drained, {size} in the memory "
+             f"channel (plus a batch taken by the stalled sink)")
+    ctx.cluster.restart(follower)
+    agent.start()
+    ctx.note("broker and agent restarted; the new agent's counters start from zero")
+    ctx.drain(c)
+    book.close()
+
+
+def _upstream(ctx: Ctx) -> list[tuple[int, str]]:
+    return upstream_rows(str(ctx.upstream))
+
+
+# ------------------------------------------------------------------ controls and others
+def s11(ctx: Ctx) -> None:
+    p = ctx.producer(config={"acks": "all", "enable.idempotence": True,
+                             "transactional.id": f"tx-{ctx.topic}"},
+                     transactions={"batch": 100, "abort_every": 3})
+    c = ctx.consumer(config={"isolation.level": "read_committed"})
+    assert p.wait() == 0
+    ctx.note("every third transaction aborted and its records sent again in a new one")
+    ctx.drain(c)
+
+
+def s12(ctx: Ctx) -> None:
+    p = ctx.producer(rate=RATE)
+    _grown(p, "acked", 1500)
+    # the consumer starts behind, so its batches are full when it is killed
+    c = ctx.consumer(commit="after", upsert=True, batch=200, process_ms=2)
+    wait_for("the consumer to process past its last commit",
+             lambda: c.count("processed") >= 200 and _processed_past_committed(ctx, c), 60)
+    c.kill()
+    ctx.note(f"consumer SIGKILLed mid-batch at {c.count('processed')} processed, past its "
+             "last commit; restarted")
+    c.start()
+    # the faults of S1/S2, on the safe topic: the ISR keeps the leader and one follower
+    _kill_leader_after_pausing_a_follower(ctx, p, "acked", shrink=True, first=0, after=200)
+    assert p.wait() == 0
+    ctx.drain(c)
+
+
+def s13(ctx: Ctx) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from harness.drill.runner import _exec
+    from harness.drill.truth import sql_time
+
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=12)
+    last = _upstream(ctx)[-1][0]
+    late = list(range(last - 19, last + 1))
+    _exec(ctx.upstream, "UPDATE src SET ts = ? WHERE id >= ?",
+          [(sql_time(end - timedelta(seconds=1)), late[0])])
+    ctx.window_end, ctx.grace_s = end, 20
+    p = ctx.producer(hold={"ids": late, "until": (end + timedelta(seconds=3)).timestamp()})
+    c = ctx.consumer()
+    assert p.wait() == 0
+    ctx.note(f"{len(late)} records created a second before the window end, sent 3 s after it "
+             f"(grace 20 s)")
+    ctx.drain(c)
+
+
+def s14(ctx: Ctx) -> None:
+    from harness.drill.runner import _exec
+
+    p = ctx.producer()
+    c = ctx.consumer()
+    assert p.wait() == 0
+    ctx.drain(c)
+    ts = max(t for _, t in _upstream(ctx))
+    _exec(ctx.sinks["sink"], "INSERT INTO dst VALUES (?, ?)",
+          [(900_000 + i, ts) for i in range(1, 8)])
+    ctx.note("a backfill script wrote 7 rows straight into the sink table")
+
+
+def s15(ctx: Ctx) -> None:
+    a = ctx.consumer(sink="sink_a")
+    b = ctx.consumer(sink="sink_b")
+    wait_for("both apps to hold partitions of the shared group",
+             lambda: a.state().get("assigned") and b.state().get("assigned"), 60)
+    p = ctx.producer()
+    assert p.wait() == 0
+    ctx.drain(a, b)
+    ctx.note(f"one group.id, two apps: sink_a took partitions "
+             f"{a.state().get('assigned', '?')}, sink_b the others")
+
+
+def s15_bite(ctx: Ctx, truth: Truth) -> str | None:
+    if any(not c for c in truth.sinks.values()):
+        return "one app got every partition: the group was not shared"
+    return None
+
+
+SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
+    Scenario("S1", "producer acks=0, leader killed and restarted while sending", "000, 001, 002",
+             [("loss", "write", "db->topic")], s1, replication=2),
+    Scenario("S2", "acks=1, ISR shrank to the leader, leader killed, unclean election",
+             "000-004", [("loss", "write", "db->topic")], s2, replication=2, rows=8000,
+             topic_config={"unclean.leader.election.enable": "true"}, bite=_lost_acked),
+    Scenario("S3", "fire-and-forget send, partition offline past delivery.timeout.ms",
+             "000, 001", [("loss", "write", "db->topic")], s3, replication=1),
+    Scenario("S4", "record larger than the topic's max.message.bytes", "000, 004",
+             [("loss", "write", "db->topic")], s4, topic_config={"max.message.bytes": "8192"},
+             bite=s4_bite),
+    Scenario("S5", "enable.auto.commit=true, consumer killed mid-batch", "000-004",
+             [("loss", "consume", "topic->{sink}")], s5, partitions=2),
+    Scenario("S6", "commit before processing, consumer killed mid-batch", "000",
+             [("loss", "consume", "topic->{sink}")], s6, partitions=2),
+    Scenario("S7", "retries without idempotence, acks lost to request timeouts", "000, 003",
+             [("duplicate", "write", "db->topic")], s7, rows=6000,
+             topic_config={"min.insync.replicas": "2"}),
+    Scenario("S8", "processed, killed before commit, reprocessed", "000, 004",
+             [("duplicate", "consume", "topic->{sink}")], s8, partitions=2),
+    Scenario("S9", "retention shortened while the consumer is down", "004",
+             [("loss", "consume", "topic->{sink} (retention)")], s9, status="inconclusive",
+             topic_config={"segment.ms": "2000"}, truth=s9_truth),
+    Scenario("S10", "Flume agent killed with events in its memory channel", "004",
+             [("loss", "write", "collector.source->collector.sink")], s10,
+             topic_config={"min.insync.replicas": "3"},
+             write_hop="collector.source->collector.sink", extra_tiers=_flume_tier),
+    Scenario("S11", "transactions, every third aborted, read_committed", "003", [], s11,
+             partitions=2, status="ok"),
+    Scenario("S12", "safe config under a paused follower, a killed leader and a killed "
+             "consumer", "000-004", [], s12, status="ok", rows=10000,
+             topic_config={"min.insync.replicas": "2",
+                           "unclean.leader.election.enable": "false"}),
+    Scenario("S13", "records created near the window end, arriving inside grace", "004",
+             [("late", "write", "db->topic")], s13, status="ok"),
+    Scenario("S14", "rows written into the sink by someone else", "004",
+             [("unexpected", "consume", "topic->{sink}")], s14),
+    Scenario("S15", "two applications sharing one group.id, two sinks", "004",
+             [("loss", "consume", "topic->{sink}")], s15, partitions=4,
+             sinks=("sink_a", "sink_b"), bite=s15_bite),
+]}

@@ -1,0 +1,204 @@
+"""Airflow 3 on a SQLite metadata database, configured for kafka-recon by environment variables.
+
+Connections are `AIRFLOW_CONN_*` variables (Airflow 3 creates no default connections; without
+`spark_default` the Spark master would fall back to yarn).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.settings import REPO_ROOT
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def airflow_env(home: Path, *, smtp_port: int, extra: dict[str, str] | None = None,
+                spark_master: str = "local[*]") -> dict[str, str]:
+    home = home.resolve()
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master}),
+        "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps({
+            "conn_type": "smtp", "host": "127.0.0.1", "port": smtp_port,
+            "extra": {"disable_ssl": True, "disable_tls": True, "retry_limit": 1,
+                      "from_email": "kafka-recon@localhost", "timeout": 10}}),
+        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "GX_ANALYTICS_ENABLED": "false",
+        "NO_PROXY": "*",
+    })
+    env.update(extra or {})
+    return env
+
+
+def airflow(args: list[str], env: dict[str, str], log: Path,
+            timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run the `airflow` command line of this venv, its output appended to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        out.write(f"\n$ airflow {' '.join(args)}\n")
+        out.flush()
+        return subprocess.run([str(VENV_BIN / "airflow"), *args], env=env, stdout=out,
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
+
+
+class AirflowStartError(RuntimeError):
+    pass
+
+
+class AirflowServers:
+    """Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer on loopback.
+
+    Each runs in its own session (setsid) and is stopped by process group: Airflow's components
+    fork children that a plain SIGTERM to the parent leaves running. Login is the simple auth
+    manager's, with a user and password chosen here and written to its passwords file.
+    Four processes writing one SQLite file time out on its lock: give `database_url` (PostgreSQL)
+    for anything beyond a look at the UI. DAGs start paused: `unpause` the ones a test runs.
+    """
+
+    COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+    def __init__(self, home: Path, env: dict[str, str], port: int | None = None,
+                 user: str = "admin", password: str = "kafka-recon",
+                 database_url: str | None = None) -> None:
+        from harness.services.ports import ensure_free, free_port
+
+        self.home = home.resolve()
+        self.port = ensure_free(port, "airflow api-server") if port else free_port()
+        self.user, self.password = user, password
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**env,
+                    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                    "AIRFLOW__CORE__PARALLELISM": "4",
+                    "AIRFLOW__API__HOST": "127.0.0.1",
+                    "AIRFLOW__API__PORT": str(self.port),
+                    "AIRFLOW__API__BASE_URL": self.url,
+                    "AIRFLOW__API__WORKERS": "1",
+                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+                    # every component must sign and check the same tokens
+                    "AIRFLOW__API_AUTH__JWT_SECRET": "kafka-recon-devenv-" + str(self.port),
+                    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{user}:admin",
+                    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE":
+                        str(self.home / "passwords.json"),
+                    "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "10",
+                    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+                    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"}
+        if database_url:
+            self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = re.sub(
+                r"^postgres(ql)?://", "postgresql+psycopg2://", database_url)
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, timeout: float = 240) -> AirflowServers:
+        import time
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "passwords.json").write_text(json.dumps({self.user: self.password}))
+        log = self.home / "migrate.log"
+        done = airflow(["db", "migrate"], self.env, log, timeout=600)
+        if done.returncode != 0:
+            raise AirflowStartError(f"airflow db migrate failed (exit {done.returncode}); "
+                                    f"see {log}")
+        for name in self.COMPONENTS:
+            out = (self.home / f"{name}.log").open("ab")
+            self.procs[name] = subprocess.Popen([str(VENV_BIN / "airflow"), name], env=self.env,
+                                                stdout=out, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+            if dead:
+                self.stop()
+                raise AirflowStartError(f"airflow {dead} exited while starting; see the logs in "
+                                        f"{self.home}")
+            try:
+                self.token()
+                return self
+            except OSError:
+                time.sleep(1)
+        self.stop()
+        raise AirflowStartError(f"airflow api-server did not answer on {self.url} within "
+                                f"{timeout:.0f}s; see {self.home / 'api-server.log'}")
+
+    def token(self) -> str:
+        """A JWT from the simple auth manager's login, as a program gets one."""
+        import urllib.request
+
+        req = urllib.request.Request(
+            f"{self.url}/auth/token", method="POST",
+            data=json.dumps({"username": self.user, "password": self.password}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return str(json.loads(resp.read())["access_token"])
+
+    def api(self, method: str, path: str, body: Any = None, token: str | None = None
+            ) -> tuple[int, Any]:
+        """One REST API v2 call; returns the status and the decoded JSON (errors included)."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(
+            f"{self.url}/api/v2{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": f"Bearer {token or self.token()}"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                return exc.code, json.loads(raw)
+            except ValueError:
+                return exc.code, raw.decode(errors="replace")
+
+    def unpause(self, dag_id: str, timeout: float = 180) -> None:
+        """Wait until the dag-processor has parsed `dag_id`, then unpause it."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code, body = self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+            if code == 200:
+                return
+            time.sleep(2)
+        raise AirflowStartError(f"{dag_id} was not parsed within {timeout:.0f}s ({body}); see "
+                                f"{self.home / 'dag-processor.log'}")
+
+    def stop(self) -> None:
+        import signal
+        import time
+
+        for p in self.procs.values():
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for p in self.procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(max(0.1, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # whatever is left of the group
+        self.procs.clear()
+
+    def __enter__(self) -> AirflowServers:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

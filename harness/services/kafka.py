@@ -1,0 +1,389 @@
+"""Apache Kafka in KRaft mode on loopback: one node, or a three-broker cluster for fault drills.
+
+Each node runs broker and controller in one JVM (combined mode), with its own ports and log dir.
+State (ports, pids, cluster id) is kept in `<dir>/cluster.json`, so a later command line
+invocation can kill or restart a broker of a cluster that an earlier one started.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.services.ports import HOST, ensure_free, free_port, wait_open
+from kafka_recon.settings import kafka_classpath
+
+STATE_FILE = "cluster.json"
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0
+
+_LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+class JavaNotFoundError(RuntimeError):
+    pass
+
+
+class KafkaStartError(RuntimeError):
+    pass
+
+
+def java_binary() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = Path(java_home, "bin", "java") if java_home else None
+    if candidate and candidate.exists():
+        return str(candidate)
+    found = shutil.which("java")
+    if not found:
+        raise JavaNotFoundError(
+            "java not found: install a JDK 17 (Debian: openjdk-17-jdk-headless) or set JAVA_HOME"
+        )
+    return found
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child still answers kill(0); ask /proc whether it really runs
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@dataclass
+class NodeState:
+    node_id: int
+    port: int
+    controller_port: int
+    pid: int | None = None
+
+
+@dataclass
+class ClusterState:
+    cluster_id: str
+    nodes: list[NodeState]
+    broker_config: dict[str, str] = field(default_factory=dict)
+
+
+class KafkaCluster:
+    """A KRaft cluster of `size` combined nodes on 127.0.0.1.
+
+    `size=1` is the single node of the demo and of most tests (formatted `--standalone`);
+    `size=3` is the cluster of the drills (a static quorum of three voters).
+    """
+
+    def __init__(
+        self,
+        base_dir: Path | str,
+        size: int = 1,
+        ports: list[int] | None = None,
+        broker_config: Mapping[str, str] | None = None,
+        heap: str = "512m",
+    ) -> None:
+        if size not in (1, 3):
+            raise ValueError(f"cluster size must be 1 or 3, got {size}")
+        if ports is not None and len(ports) != size:
+            raise ValueError(f"{size} node(s) need {size} port(s), got {ports}")
+        self.base_dir = Path(base_dir).resolve()
+        self.size = size
+        self._ports = ports
+        self._broker_config = dict(broker_config or {})
+        self.heap = heap
+        self.state: ClusterState | None = self._load_state()
+
+    # ---------------------------------------------------------------- state
+    @property
+    def _state_path(self) -> Path:
+        return self.base_dir / STATE_FILE
+
+    def _load_state(self) -> ClusterState | None:
+        if not self._state_path.exists():
+            return None
+        raw = json.loads(self._state_path.read_text())
+        nodes = [NodeState(**n) for n in raw["nodes"]]
+        return ClusterState(raw["cluster_id"], nodes, raw.get("broker_config", {}))
+
+    def _save_state(self) -> None:
+        assert self.state is not None
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self._state_path.write_text(json.dumps(asdict(self.state), indent=2))
+
+    def _require_state(self) -> ClusterState:
+        if self.state is None:
+            raise KafkaStartError(f"no cluster in {self.base_dir}: start it first")
+        return self.state
+
+    @property
+    def bootstrap(self) -> str:
+        state = self._require_state()
+        return ",".join(f"{HOST}:{n.port}" for n in state.nodes)
+
+    def node(self, node_id: int) -> NodeState:
+        for n in self._require_state().nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} in cluster {self.base_dir}")
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.base_dir / f"node-{node_id}"
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> KafkaCluster:
+        """Format (first time only) and start every node, then wait until all are ready."""
+        java = java_binary()
+        classpath = kafka_classpath()
+        if self.state is not None and any(_pid_alive(n.pid) for n in self.state.nodes):
+            raise KafkaStartError(f"a cluster in {self.base_dir} is already running")
+        if self.state is None:
+            ports = self._ports or [free_port() for _ in range(self.size)]
+            nodes = [
+                NodeState(node_id=i + 1, port=ensure_free(p, f"kafka node {i + 1}"),
+                          controller_port=free_port())
+                for i, p in enumerate(ports)
+            ]
+            self.state = ClusterState(new_cluster_id(), nodes, self._broker_config)
+            for n in nodes:
+                self._write_config(n)
+                self._format(java, classpath, n)
+        for n in self.state.nodes:
+            self._launch(java, classpath, n)
+        self._save_state()
+        self.wait_ready()
+        return self
+
+    def _voters(self) -> str:
+        state = self._require_state()
+        return ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in state.nodes)
+
+    def _write_config(self, n: NodeState) -> None:
+        state = self._require_state()
+        d = self.node_dir(n.node_id)
+        (d / "data").mkdir(parents=True, exist_ok=True)
+        rf = str(min(3, len(state.nodes)))
+        props: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": str(n.node_id),
+            "listeners": f"PLAINTEXT://{HOST}:{n.port},CONTROLLER://{HOST}:{n.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{n.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(d / "data"),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # small segments and a quick retention check let drills shorten retention for real
+            "log.retention.check.interval.ms": "5000",
+        }
+        if len(state.nodes) == 1:
+            props["controller.quorum.bootstrap.servers"] = f"{HOST}:{n.controller_port}"
+        else:
+            props["controller.quorum.voters"] = self._voters()
+        props.update(state.broker_config)
+        (d / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (d / "log4j2.properties").write_text(_LOG4J2.format(log=d / "server.log"))
+
+    def _format(self, java: str, classpath: str, n: NodeState) -> None:
+        state = self._require_state()
+        d = self.node_dir(n.node_id)
+        cmd = [java, "-cp", classpath, "kafka.tools.StorageTool", "format",
+               "-t", state.cluster_id, "-c", str(d / "server.properties")]
+        if len(state.nodes) == 1:
+            cmd.append("--standalone")
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env=self._env(n), check=False)
+        if proc.returncode != 0:
+            raise KafkaStartError(
+                f"formatting node {n.node_id} storage in {d} failed "
+                f"(exit {proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
+            )
+
+    def _env(self, n: NodeState) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("CLASSPATH", None)
+        return env
+
+    def _launch(self, java: str, classpath: str, n: NodeState) -> None:
+        d = self.node_dir(n.node_id)
+        cmd = [
+            java, f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={d}",
+            "-cp", classpath, "kafka.Kafka", str(d / "server.properties"),
+        ]
+        out = open(d / "stdout.log", "ab")  # noqa: SIM115 - the child owns it from here
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=self._env(n),
+                                start_new_session=True)
+        out.close()
+        n.pid = proc.pid
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Wait until every live node answers and the cluster's metadata lists them all."""
+        state = self._require_state()
+        live = [n for n in state.nodes if _pid_alive(n.pid)]
+        deadline = time.monotonic() + timeout
+        for n in live:
+            try:
+                wait_open(n.port, max(1.0, deadline - time.monotonic()), f"kafka node {n.node_id}")
+            except TimeoutError as exc:
+                raise KafkaStartError(f"{exc}; see {self.node_dir(n.node_id) / 'server.log'}") \
+                    from exc
+        self._wait_brokers({n.node_id for n in live}, deadline)
+
+    def _wait_brokers(self, expected: set[int], deadline: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000})
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            try:
+                md = admin.list_topics(timeout=2)
+                seen = set(md.brokers)
+                if expected <= seen:
+                    return
+            except Exception:  # noqa: BLE001 - not up yet; retried until the deadline
+                pass
+            time.sleep(0.5)
+        raise KafkaStartError(
+            f"kafka cluster in {self.base_dir}: brokers {sorted(expected)} expected, "
+            f"metadata lists {sorted(seen)}"
+        )
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL one node: no controlled shutdown, page cache aside, as in a crash."""
+        n = self.node(node_id)
+        if n.pid and _pid_alive(n.pid):
+            os.killpg(n.pid, signal.SIGKILL)
+            _wait_dead(n.pid, STOP_TIMEOUT_S)
+        n.pid = None
+        self._save_state()
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP one node: alive but silent, so it stops fetching and falls out of the ISR."""
+        n = self.node(node_id)
+        if not (n.pid and _pid_alive(n.pid)):
+            raise KafkaStartError(f"node {node_id} is not running: it cannot be paused")
+        os.killpg(n.pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        n = self.node(node_id)
+        if n.pid and _pid_alive(n.pid):
+            os.killpg(n.pid, signal.SIGCONT)
+
+    def restart(self, node_id: int, timeout: float = START_TIMEOUT_S) -> None:
+        n = self.node(node_id)
+        if n.pid and _pid_alive(n.pid):
+            raise KafkaStartError(f"node {node_id} is still running (pid {n.pid})")
+        self._launch(java_binary(), kafka_classpath(), n)
+        self._save_state()
+        wait_open(n.port, timeout, f"kafka node {node_id}")
+        state = self._require_state()
+        self._wait_brokers({m.node_id for m in state.nodes if _pid_alive(m.pid)},
+                           time.monotonic() + timeout)
+
+    def stop(self) -> None:
+        """SIGTERM every node at once (controlled shutdown), SIGKILL what is left after a while."""
+        if self.state is None:
+            return
+        pids = [n.pid for n in self.state.nodes if n.pid and _pid_alive(n.pid)]
+        for pid in pids:
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for pid in pids:
+            if not _wait_dead(pid, max(0.1, deadline - time.monotonic())):
+                _signal_group(pid, signal.SIGKILL)
+                _wait_dead(pid, 10)
+        for n in self.state.nodes:
+            n.pid = None
+        self._save_state()
+
+    def running(self) -> dict[int, bool]:
+        state = self._require_state()
+        return {n.node_id: _pid_alive(n.pid) for n in state.nodes}
+
+    def describe(self) -> dict[str, Any]:
+        state = self._require_state()
+        return {
+            "dir": str(self.base_dir),
+            "cluster_id": state.cluster_id,
+            "bootstrap": self.bootstrap,
+            "nodes": [
+                {"node_id": n.node_id, "port": n.port, "pid": n.pid, "running": _pid_alive(n.pid),
+                 "log": str(self.node_dir(n.node_id) / "server.log")}
+                for n in state.nodes
+            ],
+        }
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def KafkaNode(base_dir: Path | str, port: int | None = None, **kw: Any) -> KafkaCluster:  # noqa: N802
+    """A single-node KRaft Kafka: the cluster of size one."""
+    return KafkaCluster(base_dir, size=1, ports=[port] if port else None, **kw)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def _wait_dead(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            # reap it if it is our child; otherwise just poll
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return True
+        except ChildProcessError:
+            pass
+        if not _pid_alive(pid):
+            return True
+        time.sleep(0.1)
+    return not _pid_alive(pid)

@@ -1,0 +1,85 @@
+"""A private PostgreSQL server on loopback, from Debian's package (initdb + pg_ctl).
+
+PostgreSQL refuses to run as root, so as root the server runs as the `postgres` system user
+(created by the Debian package) in a folder it owns. Trust authentication on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from harness.services.ports import HOST, ensure_free, free_port, wait_open
+
+
+class PostgresNotFoundError(RuntimeError):
+    pass
+
+
+def pg_bin(tool: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{tool}"))
+    if found:
+        return found[-1]
+    on_path = shutil.which(tool)
+    if on_path:
+        return on_path
+    raise PostgresNotFoundError(
+        f"{tool} not found: install PostgreSQL (Debian: apt-get install postgresql)")
+
+
+class PostgresServer:
+    def __init__(self, base_dir: Path | str, port: int | None = None) -> None:
+        self.base_dir = Path(base_dir).resolve()
+        self.data = self.base_dir / "data"
+        self.port = ensure_free(port, "postgresql") if port else free_port()
+        self.user = "postgres"
+
+    def _as_owner(self, cmd: list[str]) -> list[str]:
+        if os.geteuid() == 0:
+            return ["runuser", "-u", "postgres", "--", *cmd]
+        return cmd
+
+    def _run(self, cmd: list[str]) -> None:
+        proc = subprocess.run(self._as_owner(cmd), capture_output=True, text=True, check=False,
+                              timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}): "
+                               f"{proc.stderr.strip() or proc.stdout.strip()}")
+
+    def start(self) -> PostgresServer:
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(self.base_dir, "postgres", "postgres")
+            closed = [p for p in self.base_dir.parents if p.stat().st_mode & 0o001 == 0]
+            if closed:
+                raise RuntimeError(f"postgresql runs as user postgres, which cannot enter "
+                                   f"{closed[0]}: choose a folder outside it (e.g. under /tmp)")
+        if not (self.data / "PG_VERSION").exists():
+            self._run([pg_bin("initdb"), "-D", str(self.data), "-U", self.user,
+                       "--auth=trust", "-E", "UTF8", "--locale=C"])
+        self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.base_dir / "log"),
+                   "-w", "-t", "60", "start", "-o",
+                   f"-p {self.port} -k {self.base_dir} -c listen_addresses={HOST} "
+                   "-c fsync=off"])
+        wait_open(self.port, 30, "postgresql")
+        return self
+
+    def stop(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"])
+
+    def create_database(self, name: str) -> str:
+        self._run([pg_bin("createdb"), "-h", HOST, "-p", str(self.port), "-U", self.user, name])
+        return self.url(name)
+
+    def url(self, database: str) -> str:
+        return f"postgresql://{self.user}@{HOST}:{self.port}/{database}"
+
+    def __enter__(self) -> PostgresServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,94 @@
+"""A Spark standalone cluster (one master, one worker) started from the PySpark install.
+
+PySpark ships Spark's jars and `bin/spark-class`, which is all a standalone master and worker
+need: no separate Spark download. Both run in their own sessions and are stopped by process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from harness.services.ports import HOST, free_port, wait_open
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+class SparkStandalone:
+    def __init__(self, base: Path, cores: int = 2, memory: str = "2g") -> None:
+        self.base = base.resolve()
+        self.port, self.ui_port, self.worker_ui = free_port(), free_port(), free_port()
+        self.cores, self.memory = cores, memory
+        self.master = f"spark://{HOST}:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "SPARK_HOME": str(spark_home()),
+                "SPARK_LOG_DIR": str(self.base / "logs"), "SPARK_LOCAL_IP": HOST,
+                "SPARK_WORKER_DIR": str(self.work_dir),
+                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+    @property
+    def work_dir(self) -> Path:
+        return self.base / "work"
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        log = (self.base / f"{name}.log").open("ab")
+        cmd = [str(spark_home() / "bin" / "spark-class"), *args]
+        self.procs.append(subprocess.Popen(cmd, env=self._env(), stdout=log,
+                                           stderr=subprocess.STDOUT, start_new_session=True))
+
+    def start(self, timeout: float = 90) -> SparkStandalone:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", HOST,
+                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        wait_open(self.port, timeout, "spark master")
+        self._spawn("worker", ["org.apache.spark.deploy.worker.Worker", self.master,
+                               "--host", HOST, "--cores", str(self.cores), "--memory",
+                               self.memory, "--webui-port", str(self.worker_ui),
+                               "--work-dir", str(self.work_dir)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.state().get("aliveworkers", 0) >= 1:
+                return self
+            time.sleep(1)
+        self.stop()
+        raise TimeoutError(f"no Spark worker registered with {self.master} in {timeout:.0f}s; "
+                           f"see {self.base}/worker.log")
+
+    def state(self) -> dict[str, Any]:
+        """The master's own view (its web UI's JSON): workers, running and completed apps."""
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{self.ui_port}/json/", timeout=5) as r:
+                return dict(json.loads(r.read()))
+        except OSError:
+            return {}
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(20)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+        self.procs.clear()
+
+    def __enter__(self) -> SparkStandalone:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

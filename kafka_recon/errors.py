@@ -1,0 +1,82 @@
+"""The one failure policy of kafka-recon: every error it raises on purpose descends from here.
+
+Two families, and what each face does with them:
+
+- `CannotRun`: the run cannot even be made (a bad flow config or window, a wrong command line,
+  missing jars). Nothing is written; the command exits 2 with one line naming what and where.
+- `SourceUnreadable`: a source (SQL database, Flume agent, Kafka topic, id schema) could not be
+  read. The run folder gets an `inconclusive` result naming the source, owners hear of it, and
+  the command exits 2.
+
+Anything else that escapes a step (a Spark error, a bug) is caught by the orchestration: the
+run's result becomes `inconclusive` naming the step that failed, and the command exits 2. Exit
+code 1 means findings (or inconclusive), never a crash.
+"""
+
+from __future__ import annotations
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class ReconError(Exception):
+    """Base of every error kafka-recon raises on purpose; str() is one line naming where."""
+
+
+class CannotRun(ReconError):
+    """The run cannot be made as asked: exit 2, nothing written."""
+
+
+class ConfigError(CannotRun, ValueError):
+    """A flow config that cannot be used; the message says file, flow, field and expectation."""
+
+
+class WindowError(CannotRun, ValueError):
+    """A window that cannot be reconciled (unparseable, empty, out of bounds)."""
+
+
+class UsageError(CannotRun, ValueError):
+    """A command line, trigger form or setting that asks for something impossible."""
+
+
+class MissingJarsError(CannotRun):
+    """The Maven-resolved jars are not where they should be."""
+
+
+class SourceUnreadable(ReconError):
+    """A source could not be read: the run is inconclusive, naming it."""
+
+
+class SourceError(SourceUnreadable):
+    """A SQL tier (or its connection) could not be read."""
+
+
+class ConnectionNotFound(SourceError):
+    """A connection id that resolves nowhere, or to something that is not a database URL."""
+
+
+class JdbcError(SourceError):
+    """A SQL tier Spark cannot read over JDBC."""
+
+
+class FlumeError(SourceUnreadable):
+    """A Flume agent's metrics, or the snapshot store, could not be read."""
+
+
+class TopicError(SourceUnreadable):
+    """The Kafka cluster or topic could not be read."""
+
+
+class StepFailed(ReconError):
+    """A step of a run failed for a reason that is neither of the above (Spark, a bug)."""
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        self.step, self.cause = step, cause
+        super().__init__(f"step '{step}' failed: {one_line(cause)}")
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type where the text alone would not say what it is."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, ReconError):
+        return text
+    return f"{type(exc).__name__}: {text}"[:500]

@@ -1,0 +1,214 @@
+"""The tasks of one reconciliation run, wired inside the DAG being defined.
+
+The daily DAG (one per flow, window = data interval) and the ad-hoc DAG (flow and window from the
+trigger form) run the same steps (`kafka_recon.orchestrate`); they differ only in where flow,
+window and options come from, which are Jinja templates rendered when each task runs. Task
+bodies import the orchestration lazily: parsing a DAG file stays free of I/O and of pyspark,
+pandas and great_expectations.
+
+    begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic >> replay >> reconcile
+      >> validate >> report (all done) >> [history, notify] (all done) >> verdict (all done)
+
+`begin` clears the window's previous outputs, so a run that fails half-way is reported as the
+inconclusive run it is (naming the step), never as the previous run's answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import TriggerRule, task
+
+from kafka_recon.settings import spark_jobs_dir
+from kafka_recon.spark.session import SMALL_DATA_CONF, UTC_CONF
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """Templates (or literals) for what one run reconciles."""
+    flow: str
+    start: str
+    end: str
+    config: str
+    replays: str | None = None  # None: the flow's own replay count
+    email: str = "True"
+
+
+def spark_jars() -> str:
+    """A user macro: listing .jars is I/O, so it happens when a task renders, not at parse."""
+    from kafka_recon.settings import spark_jars as jars
+
+    return ",".join(jars())
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+class ReconSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of a kafka-recon step, with the flow's SQL connections resolved here.
+
+    The connections are resolved through Airflow when the task runs (metadata database,
+    environment, secrets backend) and handed to the Spark job in its environment: never on the
+    command line, never in a rendered template field, and every secret is masked in the logs.
+    """
+
+    def __init__(self, *, flow: str, config: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.flow, self.config = flow, config
+
+    template_fields = (*SparkSubmitOperator.template_fields, "flow")
+
+    def execute(self, context: Any) -> None:
+        from airflow.sdk.log import mask_secret
+
+        from kafka_recon.config import SqlTier, load_flow
+        from kafka_recon.sources.connections import resolved_for_spark, secrets_of
+
+        flow = load_flow(self.config, self.flow)
+        handed = resolved_for_spark([t.conn for t in flow.tiers if isinstance(t, SqlTier)])
+        for url in handed.values():
+            for secret in secrets_of(url):
+                mask_secret(secret)
+        self.env_vars = {**(self.env_vars or {}), **handed}
+        super().execute(context)
+
+
+def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
+    app_args = ["--config", args.config, "--flow", args.flow, "--start", args.start,
+                "--end", args.end, "--out", "{{ ti.xcom_pull(task_ids='stage_topic') }}"]
+    if args.replays is not None and step == "replay":
+        app_args += ["--replays", args.replays]
+    return ReconSparkSubmitOperator(
+        task_id=step,
+        flow=args.flow,
+        config=args.config,
+        conn_id="spark_default",
+        application=str(spark_jobs_dir() / f"{step}.py"),
+        name=f"kafka-recon-{step}-{args.flow}",
+        jars="{{ kafka_recon_spark_jars() }}",
+        conf={**UTC_CONF, **SMALL_DATA_CONF},
+        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+        application_args=app_args,
+    )
+
+
+@task
+def begin(flow: str, start: str, end: str) -> str:
+    """Clear the window's previous outputs before anything runs."""
+    from kafka_recon import orchestrate
+
+    run = orchestrate.load(flow, start, end)
+    orchestrate.begin(run)
+    return str(run.out)
+
+
+@task
+def stage_tier(flow: str, tier: str, start: str, end: str) -> str:
+    from kafka_recon import orchestrate
+
+    orchestrate.stage_tier(orchestrate.load(flow, start, end), tier)
+    return tier
+
+
+@task(trigger_rule=TriggerRule.NONE_FAILED)
+def stage_topic(flow: str, start: str, end: str) -> str:
+    from kafka_recon import orchestrate
+
+    run = orchestrate.load(flow, start, end)
+    orchestrate.stage_topic(run)
+    return str(run.out)
+
+
+@task
+def validate(flow: str, start: str, end: str) -> bool:
+    from kafka_recon import orchestrate
+
+    summary = orchestrate.validate(orchestrate.load(flow, start, end))
+    if not summary["success"]:
+        failed = {k: v["failed"] for k, v in summary["suites"].items() if v["failed"]}
+        raise RuntimeError(f"Great Expectations validation failed: {failed}")
+    return True
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def report(flow: str, start: str, end: str) -> dict[str, str]:
+    """The report of what the run concluded: a step that failed makes it inconclusive."""
+    from kafka_recon import orchestrate
+
+    return orchestrate.report(orchestrate.load(flow, start, end))
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def history(flow: str, start: str, end: str) -> dict[str, int]:
+    from kafka_recon import orchestrate
+
+    return orchestrate.record_history(orchestrate.load(flow, start, end))
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def notify(flow: str, start: str, end: str, email: str) -> str:
+    from airflow.exceptions import AirflowSkipException
+
+    from kafka_recon import orchestrate
+
+    if not _truthy(email):
+        raise AirflowSkipException("email was turned off for this run")
+    return orchestrate.notify(orchestrate.load(flow, start, end))
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def verdict(flow: str, start: str, end: str) -> str:
+    """Ends the run red when the flow is not ok, after owners have been told."""
+    from kafka_recon import orchestrate
+
+    result = orchestrate.conclude(orchestrate.load(flow, start, end))
+    line = result.verdict()
+    if result.status != "ok":
+        raise RuntimeError(line)  # the reasons of an inconclusive run are in this line
+    return line
+
+
+def wire_run(args: RunArgs, staged: Any) -> None:
+    """Everything after staging; `staged` is the task(s) that staged the upstream tiers."""
+    w = {"flow": args.flow, "start": args.start, "end": args.end}
+    topic = stage_topic(**w)
+    replay, reconciled = spark_job("replay", args), spark_job("reconcile", args)
+    reported = report(**w)
+    recorded = history(**w)
+    notified = notify(**w, email=args.email)
+    staged >> topic >> replay >> reconciled >> validate(**w) >> reported
+    reported >> [recorded, notified] >> verdict(**w)
+
+
+def daily_run(args: RunArgs, tiers: list[str]) -> None:
+    """The daily DAG's tasks: one staging task per tier, known when the DAG is parsed."""
+    begun = begin(args.flow, args.start, args.end)
+    staged = [stage_tier.override(task_id=f"stage__{t}")(args.flow, t, args.start, args.end)
+              for t in tiers]
+    if staged:
+        begun >> staged
+        wire_run(args, staged)
+    else:
+        wire_run(args, begun)
+
+
+def check_adhoc(flow: str, start: str, end: str) -> list[str]:
+    """The ad-hoc form's cross-field checks, in words a person fixes; then the run begins
+    (its previous outputs cleared). Returns the tiers to stage."""
+    from datetime import UTC, datetime
+
+    from kafka_recon import orchestrate
+    from kafka_recon.errors import CannotRun, UsageError
+
+    try:
+        run = orchestrate.load(flow, start, end)
+    except CannotRun as exc:  # an unknown flow, an end not after the start
+        raise UsageError(f"trigger form: {exc}") from None
+    if run.window.start > datetime.now(UTC):
+        raise UsageError(f"trigger form: the window start {start} is in the future")
+    orchestrate.begin(run)
+    return orchestrate.staged_tiers(run.flow)

@@ -1,0 +1,172 @@
+"""`kafka-recon`: the same steps as the Airflow DAGs, from a shell.
+
+    kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
+    kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters, on a schedule)
+    kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
+    kafka-recon drill [--scenario S1 ...] [--repeat N]   (the loss drill; exit 1 unless all pass)
+
+Exit codes (DESIGN.md, `kafka_recon.errors`): 0 status ok; 1 findings or inconclusive; 2 the
+run could not be made (bad config or window, missing jars), a source could not be read (the run
+folder then holds an inconclusive result naming it), or a step failed; one line says what and
+where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafka_recon.errors import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    ReconError,
+    SourceUnreadable,
+    StepFailed,
+    UsageError,
+    one_line,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from kafka_recon.config import Flow
+
+
+def _run(a: argparse.Namespace) -> int:
+    from kafka_recon import orchestrate
+    from kafka_recon.settings import spark_jars
+    from kafka_recon.spark.session import session
+
+    run = orchestrate.load(a.flow, a.start, a.end, a.config, a.out)
+    if run.window.start > datetime.now(UTC):
+        raise UsageError(f"--start {a.start}: the window starts in the future")
+    if a.replays is not None and not 1 <= a.replays <= 10:
+        raise UsageError(f"--replays {a.replays}: expected 1 to 10")
+    jars = spark_jars()  # missing jars: a CannotRun before anything is written
+
+    def spark() -> SparkSession:
+        s = session(f"kafka-recon {run.flow.name}", master=a.master, jars=jars)
+        s.sparkContext.setLogLevel("WARN")
+        return s
+
+    try:
+        result = orchestrate.execute(run, spark, a.replays)
+    except (SourceUnreadable, StepFailed) as exc:
+        # the run folder holds an inconclusive result and report naming what failed
+        print(orchestrate.conclude(run).verdict())
+        print(f"result: {run.folder.result}")
+        raise exc
+    print(result.verdict())
+    print(f"result: {run.folder.result}")
+    return EXIT_OK if result.status == "ok" else EXIT_FINDINGS
+
+
+def _selected_flows(a: argparse.Namespace) -> dict[str, Flow]:
+    """Every flow of the config, or the one --flow names."""
+    from kafka_recon.config import load_flows
+
+    flows = load_flows(a.config)
+    if not a.flow:
+        return flows
+    if a.flow not in flows:
+        raise UsageError(f"{a.config}: no flow named '{a.flow}'")
+    return {a.flow: flows[a.flow]}
+
+
+def _snapshot(a: argparse.Namespace) -> int:
+    from kafka_recon.sources.flume import store_path, take_snapshots
+
+    flows = _selected_flows(a)
+    path = a.store or store_path()
+    taken = take_snapshots(flows, path)
+    for t in taken:
+        print(f"{t['taken_at']} {t['flow']}/{t['tier']}: accepted {t['accepted']}, "
+              f"drained {t['drained']}")
+    print(f"{len(taken)} snapshot(s) kept in {path}")
+    return EXIT_OK
+
+
+def _audit(a: argparse.Namespace) -> int:
+    from kafka_recon.sources.audit import audit_flow
+
+    flows = _selected_flows(a)
+    high = 0
+    print(f"{'flow':<16} {'severity':<8} {'rule':<22} {'where':<14} observed -> recommended")
+    for flow in flows.values():
+        found = audit_flow(flow, a.config.parent)
+        for f in found:
+            print(f"{flow.name:<16} {f['severity']:<8} {f['rule']:<22} {f['where']:<14} "
+                  f"{f['observed']} -> {f['recommended']}")
+            print(f"{'':<16} fix: {f['fix']} (seed {f['seed']})")
+        if not found:
+            print(f"{flow.name:<16} no risk found on topic '{flow.topic_tier.topic}'")
+        high += sum(f["severity"] == "high" for f in found)
+    return EXIT_FINDINGS if high else EXIT_OK
+
+
+def _drill(a: argparse.Namespace) -> int:
+    try:  # the drill proves the product; it ships with the repository, not the package
+        from harness.drill.matrix import default_docs, run_drill
+    except ImportError:
+        raise UsageError("the drill runs from a checkout of the repository (make drill): "
+                         "its harness is not part of the installed package") from None
+    if a.repeat < 1 or a.attempts < 1:
+        raise UsageError("--repeat and --attempts must be at least 1")
+    try:
+        rows = run_drill(a.scenario, a.out, repeat=a.repeat, attempts=a.attempts,
+                         docs=None if a.no_docs else (a.docs or default_docs()))
+    except ValueError as exc:  # an unknown scenario id
+        raise UsageError(str(exc)) from exc
+    return EXIT_OK if all(r["result"] == "pass" for r in rows) else EXIT_FINDINGS
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="kafka-recon", description="Find and locate lost Kafka "
+                                "records, tier by tier.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="reconcile one flow over one window")
+    r.add_argument("--config", required=True, type=Path)
+    r.add_argument("--flow", required=True)
+    r.add_argument("--start", required=True, help="ISO 8601, e.g. 2026-11-20T00:00:00Z")
+    r.add_argument("--end", required=True, help="ISO 8601, exclusive")
+    r.add_argument("--out", required=True, type=Path, help="run folder (replaced on re-run)")
+    r.add_argument("--replays", type=int, default=None)
+    r.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    s = sub.add_parser("snapshot", help="snapshot the counters of every Flume tier")
+    s.add_argument("--config", required=True, type=Path)
+    s.add_argument("--flow", help="only this flow's Flume tiers")
+    s.add_argument("--store", type=Path, help="SQLite store (default $KAFKA_RECON_SNAPSHOTS)")
+    au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
+    au.add_argument("--config", required=True, type=Path)
+    au.add_argument("--flow", help="only this flow")
+    d = sub.add_parser("drill", help="make every loss scenario happen on a real cluster and "
+                       "check the reconciliation finds it")
+    d.add_argument("--scenario", nargs="+", help="scenario ids (default: all, S1-S15)")
+    d.add_argument("--repeat", type=int, default=5, help="runs of each negative control "
+                   "(S11, S12), default 5")
+    d.add_argument("--attempts", type=int, default=3, help="re-runs of a scenario whose fault "
+                   "did not bite, default 3")
+    d.add_argument("--out", type=Path, default=Path("drill-out"), help="work folder (replaced)")
+    d.add_argument("--docs", type=Path, help="where drill.md and drill.json go (default docs/)")
+    d.add_argument("--no-docs", action="store_true", help="print the matrix only")
+    a = p.parse_args(argv)
+    try:
+        return {"run": _run, "snapshot": _snapshot, "audit": _audit,
+                "drill": _drill}[a.command](a)
+    except ReconError as exc:
+        print(f"kafka-recon: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("kafka-recon: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # a bug or a library's error: one line, never the findings code
+        print(f"kafka-recon: {a.command} failed: {one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

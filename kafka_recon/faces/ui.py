@@ -1,0 +1,118 @@
+"""The "Reconciliation" page of the Airflow UI: a FastAPI app the plugin in plugins/ mounts.
+
+Airflow 3 serves plugin FastAPI apps from its api-server, under a prefix (/recon), and shows an
+external view of it in its navigation. Every route requires Airflow's own login: the JWT the UI
+keeps in its cookie, or a bearer token from POST /auth/token. A browser without one is sent to
+Airflow's login page and back.
+
+    /recon/                          latest status per flow, a history chart per flow, links
+    /recon/charts/<flow>.png         the history chart
+    /recon/api/latest                the same as JSON
+    /recon/runs/<flow>/<window>/...  a run's artefacts: report, id files, gx Data Docs
+
+Only run artefacts are served (`RunFolder.servable`): never the history database, the Flume
+snapshot store, a run's JSON files, nor anything reached through a link.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+PREFIX = "/recon"
+
+
+def _relative_link(path: str | None, root: Path) -> str | None:
+    """A run file's address under /recon/runs, or None when it is not inside the runs root."""
+    if not path:
+        return None
+    p = Path(path).resolve()
+    if not p.is_relative_to(root.resolve()) or not p.exists():
+        return None
+    return "runs/" + p.relative_to(root.resolve()).as_posix()
+
+
+def page_rows(rows: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        out.append({**r, "report_link": _relative_link(r.get("report"), root),
+                    "docs_link": _relative_link(r.get("data_docs"), root)})
+    return out
+
+
+def create_app() -> Any:
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi.responses import (
+        FileResponse,
+        HTMLResponse,
+        JSONResponse,
+        RedirectResponse,
+        Response,
+    )
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    app = FastAPI(title="kafka-recon", docs_url=None, redoc_url=None, openapi_url=None)
+    env = Environment(loader=PackageLoader("kafka_recon", "templates"),
+                      autoescape=select_autoescape(default=True))
+
+    @app.exception_handler(HTTPException)
+    async def _login_first(request: Request, exc: HTTPException) -> Response:
+        # a person (a browser asking for HTML) goes to the login page, a program gets the code
+        if exc.status_code in (401, 403) and "text/html" in request.headers.get("accept", ""):
+            from urllib.parse import quote
+
+            return RedirectResponse(f"/auth/login/?next={quote(str(request.url))}", 303)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+    def _root() -> Path:
+        from kafka_recon.settings import runs_root
+
+        return runs_root()
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(user: Any = Depends(get_user)) -> str:
+        from kafka_recon.outputs import history
+
+        eng = history.engine()
+        root = _root()
+        latest = page_rows(history.latest_per_flow(eng), root)
+        recent = {r["flow"]: page_rows(history.flow_runs(r["flow"], 14, eng), root)
+                  for r in latest}
+        return env.get_template("ui.html.j2").render(
+            latest=latest, recent=recent, user=getattr(user, "get_name", lambda: "")())
+
+    @app.get("/api/latest")
+    def api_latest(_: Any = Depends(get_user)) -> list[dict[str, Any]]:
+        from kafka_recon.outputs import history
+
+        return page_rows(history.latest_per_flow(), _root())
+
+    @app.get("/charts/{flow}.png")
+    def chart(flow: str, _: Any = Depends(get_user)) -> Response:
+        from kafka_recon.outputs import history
+        from kafka_recon.outputs.chart import history_chart
+
+        rows = history.flow_runs(flow, 60)
+        if not rows:
+            raise HTTPException(404, f"no recorded run of flow '{flow}'")
+        return Response(history_chart(flow, rows), media_type="image/png")
+
+    @app.get("/runs/{flow}/{window}/{rest:path}")
+    def run_file(flow: str, window: str, rest: str, _: Any = Depends(get_user)
+                 ) -> FileResponse:
+        from kafka_recon.runfolder import RunFolder
+
+        root = _root()
+        folder = RunFolder(root / flow / window)
+        # the flow and window name one folder directly under the root, not a way around it
+        if (flow, window) != (Path(flow).name, Path(window).name) or flow in ("..", ".") \
+                or window in ("..", ".") or (root / flow).is_symlink() \
+                or folder.path.is_symlink():
+            raise HTTPException(404, "not a run file")
+        path = folder.servable(rest)
+        if path is None:
+            raise HTTPException(404, f"not a run artefact: {flow}/{window}/{rest}")
+        return FileResponse(path)
+
+    return app

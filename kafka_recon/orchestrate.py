@@ -1,0 +1,310 @@
+"""The steps of one reconciliation run, and the one function that runs them.
+
+`execute` runs stage → replay → reconcile (→ report) in this process: the command line and the
+drill call it. The Airflow DAGs run the same steps one task each (`kafka_recon.faces.
+airflow_tasks`, and `spark_jobs/*.py` under spark-submit), through `step` and the functions
+below. Every step goes through `_guarded`, which keeps the failure policy (`kafka_recon.errors`):
+
+- a `CannotRun` error propagates untouched (nothing is written);
+- a source that cannot be read leaves an `inconclusive` result naming the source;
+- anything else leaves an `inconclusive` result naming the step that failed;
+- each step's start and end go into the run folder's journal, so a step whose process died
+  (killed, out of memory) is named too, by `conclude`.
+
+`begin` clears every output of the steps about to run: a failed re-run never shows an older
+run's answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
+from kafka_recon.errors import CannotRun, SourceUnreadable, StepFailed, UsageError, one_line
+from kafka_recon.result.model import Result, inconclusive
+from kafka_recon.runfolder import RunFolder
+from kafka_recon.settings import config_path, runs_root
+from kafka_recon.window import Window
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class Run:
+    """This flow, this window, this folder: what every step is given."""
+
+    flow: Flow
+    window: Window
+    folder: RunFolder
+    config_dir: Path
+
+    @property
+    def out(self) -> Path:
+        return self.folder.path
+
+
+def load(flow_name: str, start: str, end: str, config: Path | None = None,
+         out: Path | None = None) -> Run:
+    """The flow, its window (with the flow's grace) and its run folder (default: under the
+    runs root, one per flow and window)."""
+    config = config or config_path()
+    flow = load_flow(config, flow_name)
+    window = Window.parse(start, end, flow.grace)
+    folder = RunFolder(out) if out else RunFolder.of(runs_root(), flow.name, window)
+    return Run(flow, window, folder, config.parent)
+
+
+def staged_tiers(flow: Flow) -> list[str]:
+    """The tiers staged before Spark runs: every SQL and Flume tier (the topic is replayed)."""
+    return [t.name for t in flow.tiers if isinstance(t, SqlTier | FlumeTier)]
+
+
+# ------------------------------------------------------------------ the guard
+def write_inconclusive(run: Run, reason: str) -> Result:
+    result = inconclusive(run.flow.name, run.window.as_json(), reason,
+                          bucket_seconds=int(run.flow.bucket.total_seconds()),
+                          grace_seconds=int(run.flow.grace.total_seconds()))
+    run.folder.write_json(run.folder.result, result.as_json())
+    return result
+
+
+@contextmanager
+def _guarded(run: Run, step: str, journal: str | None = None) -> Iterator[None]:
+    """Journal the step; turn a failure into an inconclusive result naming its source or step."""
+    name = journal or step
+    run.folder.mark(name, "started")
+    try:
+        yield
+    except CannotRun:
+        run.folder.mark(name, "failed", "the run could not be made")
+        raise
+    except SourceUnreadable as exc:
+        run.folder.mark(name, "failed", one_line(exc))
+        write_inconclusive(run, f"a source could not be read: {one_line(exc)}")
+        raise
+    except Exception as exc:
+        failed = exc if isinstance(exc, StepFailed) else StepFailed(step, exc)
+        run.folder.mark(name, "failed", one_line(failed.cause))
+        write_inconclusive(run, f"the '{failed.step}' step failed: {one_line(failed.cause)}")
+        raise failed from exc
+    run.folder.mark(name, "done")
+
+
+# ------------------------------------------------------------------ the steps
+def begin(run: Run, steps: tuple[str, ...] = ("stage", "replay", "reconcile", "validate",
+                                              "report")) -> None:
+    """Clear what these steps write, before any of them runs."""
+    run.out.mkdir(parents=True, exist_ok=True)
+    run.folder.clear(*steps)
+
+
+def stage_tier(run: Run, tier_name: str) -> list[dict[str, Any]]:
+    """Step 1a, one upstream or sink tier: check it and count it into staged/<tier>.json."""
+    from kafka_recon.sources.flume import stage_flume_tier
+    from kafka_recon.sources.sql import stage_sql_tier
+
+    tier = next((t for t in run.flow.tiers if t.name == tier_name), None)
+    if not isinstance(tier, SqlTier | FlumeTier):
+        raise UsageError(f"flow '{run.flow.name}' has no SQL or Flume tier '{tier_name}' "
+                         f"(it has {staged_tiers(run.flow)})")
+    with _guarded(run, "stage", f"stage {tier_name}"):
+        staged = [stage_sql_tier(tier, run.window, run.flow.bucket)] \
+            if isinstance(tier, SqlTier) else stage_flume_tier(run.flow, tier, run.window)
+        run.folder.write_json(run.folder.staged(tier_name), staged)
+    return staged
+
+
+def stage_topic(run: Run) -> list[dict[str, Any]]:
+    """Step 1b: check the topic, audit the cluster, and gather every tier's staging into
+    stage.json (the order of the flow, whatever order the tier tasks finished in)."""
+    from kafka_recon.sources.audit import audit_flow
+    from kafka_recon.sources.topic import check_topic
+
+    with _guarded(run, "stage"):
+        check_topic(run.flow.topic_tier.bootstrap, run.flow.topic_tier.topic)
+        audit = audit_flow(run.flow, run.config_dir)
+        staged: list[dict[str, Any]] = []
+        for name in staged_tiers(run.flow):
+            staged += run.folder.read_json(run.folder.staged(name), f"stage {name}")
+        run.folder.write_json(run.folder.audit, audit)
+        run.folder.write_json(run.folder.stage, staged)
+    return staged
+
+
+def stage(run: Run) -> list[dict[str, Any]]:
+    """Step 1, every tier then the topic: what the command line runs in one go."""
+    for name in staged_tiers(run.flow):
+        stage_tier(run, name)
+    return stage_topic(run)
+
+
+def replay(run: Run, spark: SparkSession, replays: int | None = None) -> dict[str, Any]:
+    """Step 2 on a Spark session (in process, or the one spark-submit made)."""
+    from kafka_recon.spark import replay as replay_step
+
+    with _guarded(run, "replay"):
+        out = replay_step.run(spark, run.flow, run.window, run.folder, replays)
+    return out
+
+
+def reconcile(run: Run, spark: SparkSession) -> Result:
+    """Step 3: the Spark comparison, then the typed result from its aggregates."""
+    from kafka_recon.result.build import build_result
+    from kafka_recon.spark import reconcile as reconcile_step
+
+    with _guarded(run, "reconcile"):
+        replays = run.folder.read_json(run.folder.replays, "replay")
+        staged = run.folder.read_json(run.folder.stage, "stage")
+        aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder)
+        audit = run.folder.read_json(run.folder.audit, "stage") \
+            if run.folder.audit.exists() else []
+        result = build_result(run.flow, run.window, aggregates, replays,
+                              stage_reasons=[r for t in staged for r in t.get("reasons", [])],
+                              out=str(run.out), audit=audit)
+        run.folder.write_json(run.folder.result, result.as_json())
+    return result
+
+
+def conclude(run: Run) -> Result:
+    """The run's result: the one the steps wrote, or, when a step did not finish, an
+    inconclusive one naming it (so owners hear of a failed run, never of an older one)."""
+    stopped = run.folder.unfinished()
+    if run.folder.result.exists():
+        result = Result.load(run.folder.result)
+        # no journal: a folder written before journals were kept, or by hand
+        if stopped is None or result.status == "inconclusive" or not run.folder.steps():
+            return result
+    if stopped is None:  # the journal says done, yet no result: say so, never guess
+        stopped = ("reconcile", "it wrote no result")
+    step, detail = stopped
+    return write_inconclusive(run, f"the '{step}' step did not finish: {detail}")
+
+
+def validate(run: Run) -> dict[str, Any]:
+    """Step 4: the Great Expectations suites; a flow with no upstream count also gets the volume
+    band learned from the history."""
+    from kafka_recon.outputs.validate import validate_result
+
+    result = Result.load(run.folder.result)
+    volume = None
+    if run.flow.points[0].name == run.flow.topic_tier.name:
+        from kafka_recon.outputs import history
+
+        volume = history.volume_band(run.flow, run.flow.topic_tier.name, run.window.start,
+                                     run.window.end)
+    return validate_result(result, run.out, run.flow.tolerance.model_dump(), volume)
+
+
+def report(run: Run) -> dict[str, str]:
+    """Step 5: the report of whatever the run concluded."""
+    import json
+
+    from kafka_recon.outputs.report import render_report
+
+    result = conclude(run)
+    validation = json.loads(run.folder.validation.read_text()) \
+        if run.folder.validation.exists() else None
+    return render_report(result, run.out, validation)
+
+
+def record_history(run: Run) -> dict[str, int]:
+    """Step 6: the run's per-hop, per-bucket rows into the history; a re-run replaces them."""
+    import json
+
+    from kafka_recon.outputs import history
+
+    result = conclude(run)
+    docs = json.loads(run.folder.validation.read_text()).get("data_docs") \
+        if run.folder.validation.exists() else None
+    report_path = run.folder.report
+    return history.record(result, str(run.out),
+                          str(report_path) if report_path.exists() else None, docs)
+
+
+def notify(run: Run, smtp_conn_id: str = "smtp_default") -> str:
+    """Step 7: mail the report to the flow's owners."""
+    from kafka_recon.outputs.notify import send_report
+
+    result = conclude(run)
+    for name in ("mail.html", "report.txt"):
+        if not (run.out / name).exists():
+            raise StepFailed("notify", FileNotFoundError(
+                f"{run.out / name} is missing: the 'report' step has not run"))
+    send_report(result, run.out, run.flow.owners, smtp_conn_id)
+    return result.subject()
+
+
+# ------------------------------------------------------------------ running them
+class Stopwatch:
+    """Seconds per step, kept in the run folder: where a run's time goes, for tuning."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(now - self._t, 3)
+        self._t = now
+
+
+def execute(run: Run, spark: SparkSession | Callable[[], SparkSession],
+            replays: int | None = None, with_report: bool = True) -> Result:
+    """stage → replay → reconcile (→ report) in this process; returns the result.
+
+    `spark` is a session, or a function that makes one (called after staging, so a source that
+    cannot be read is found before Spark starts; the session it makes is stopped at the end).
+    A failed step leaves an inconclusive result (and its report) and raises.
+    """
+    clock = Stopwatch()
+    begin(run)
+    made = None
+    try:
+        stage(run)
+        clock.lap("stage")
+        if callable(spark):
+            made = spark = spark()
+            clock.lap("spark_start")
+        replay(run, spark, replays)
+        clock.lap("replay")
+        result = reconcile(run, spark)
+        clock.lap("reconcile")
+    except CannotRun:
+        raise
+    except Exception:
+        if with_report:
+            report(run)  # owners and the CLI's user see why, not an older run's answer
+        raise
+    finally:
+        if made is not None:
+            made.stop()
+    if with_report:
+        report(run)
+        clock.lap("report")
+    run.folder.write_json(run.folder.timings, clock.laps)
+    return result
+
+
+def spark_step(step: str, run: Run, replays: int | None = None) -> dict[str, Any]:
+    """One Spark step under spark-submit (`spark_jobs/*.py`): the session spark-submit
+    configured, the step, a one-line summary for the task's log."""
+    from kafka_recon.spark.session import session
+
+    spark = session(f"kafka-recon {step} {run.flow.name}")
+    try:
+        if step == "replay":
+            out = replay(run, spark, replays)
+            return {"replays": [(r["group"], r["count"]) for r in out["replays"]]}
+        if step == "reconcile":
+            result = reconcile(run, spark)
+            return {"status": result.status,
+                    "findings": [(f.kind, f.hop, f.count) for f in result.findings]}
+        raise UsageError(f"no Spark step '{step}' (replay, reconcile)")
+    finally:
+        spark.stop()

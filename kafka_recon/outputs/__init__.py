@@ -1,0 +1,1 @@
+"""What a run leaves for people: the report, the mail, the history, the validation."""

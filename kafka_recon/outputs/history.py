@@ -1,0 +1,230 @@
+"""Every run's per-hop, per-bucket results, kept in a database (DESIGN.md, "History").
+
+SQLite by default (`<runs root>/history.db`); PostgreSQL or any SQLAlchemy database through
+`KAFKA_RECON_HISTORY`, an SQLAlchemy URL or an Airflow connection id. A run is keyed by flow and
+window: recording a window again replaces its rows in one transaction, so re-runs never double.
+The history feeds the volume band of the Great Expectations suite and the plugin page.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    delete,
+    insert,
+    select,
+)
+
+from kafka_recon.config import Flow
+from kafka_recon.result.model import Result
+from kafka_recon.settings import history_conn, runs_root
+from kafka_recon.window import iso_z, parse_instant
+
+metadata = MetaData()
+
+
+def _window_key() -> list[Column[Any]]:
+    """The key every table starts with: a run is one flow over one window."""
+    return [Column("flow", String(200), primary_key=True),
+            Column("window_start", DateTime(timezone=True), primary_key=True),
+            Column("window_end", DateTime(timezone=True), primary_key=True)]
+
+
+runs = Table(
+    "recon_run", metadata, *_window_key(),
+    Column("status", String(20), nullable=False),
+    Column("findings", Integer, nullable=False),  # loss-verdict findings, audit risks excluded
+    Column("summary", Text, nullable=False),  # the one-line verdict
+    Column("run_dir", Text, nullable=False),
+    Column("report", Text),
+    Column("data_docs", Text),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+)
+
+tier_buckets = Table(
+    "recon_tier_bucket", metadata, *_window_key(),
+    Column("tier", String(200), primary_key=True),
+    Column("bucket", DateTime(timezone=True), primary_key=True),
+    Column("records", Integer, nullable=False),
+)
+
+hop_buckets = Table(
+    "recon_hop_bucket", metadata, *_window_key(),
+    Column("hop", String(400), primary_key=True),
+    Column("bucket", DateTime(timezone=True), primary_key=True),
+    Column("side", String(10), nullable=False),
+    Column("expected", Integer, nullable=False),
+    Column("observed", Integer, nullable=False),
+    Column("missing", Integer, nullable=False),
+    Column("unexpected", Integer, nullable=False),
+    Column("duplicate", Integer, nullable=False),
+)
+
+
+def history_url() -> str:
+    from kafka_recon.sources.connections import resolve
+
+    conn = history_conn()
+    if not conn:
+        return f"sqlite:///{runs_root() / 'history.db'}"
+    return resolve(conn)
+
+
+def engine(url: str | None = None) -> Engine:
+    url = url or history_url()
+    if url.startswith("sqlite:///"):
+        from pathlib import Path
+
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    eng = create_engine(url)
+    metadata.create_all(eng)
+    return eng
+
+
+def _t(iso: str) -> datetime:
+    return parse_instant(iso, "history")
+
+
+def _utc(t: datetime) -> datetime:
+    # SQLite gives back naive datetimes: they were written as UTC
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def record(result: Result, run_dir: str, report: str | None = None,
+           data_docs: str | None = None, eng: Engine | None = None,
+           now: datetime | None = None) -> dict[str, int]:
+    """Replace the window's rows with this result's; returns how many rows were written."""
+    eng = eng or engine()
+    key = {"flow": result.flow, "window_start": _t(result.window.start),
+           "window_end": _t(result.window.end)}
+    tier_rows = [{**key, "tier": t.name, "bucket": _t(b), "records": n}
+                 for t in result.tiers for b, n in t.buckets.items()]
+    hop_rows = [{**key, "hop": h.name, "bucket": _t(b.bucket), "side": h.side,
+                 **b.model_dump(exclude={"bucket"})}
+                for h in result.hops for b in h.buckets]
+    with eng.begin() as con:
+        for table in (hop_buckets, tier_buckets, runs):
+            con.execute(delete(table).where(table.c.flow == key["flow"],
+                                            table.c.window_start == key["window_start"],
+                                            table.c.window_end == key["window_end"]))
+        con.execute(insert(runs).values(
+            **key, status=result.status,
+            # record findings of a failing kind: neither the audit's risks nor late records
+            findings=sum(f.words.failure for f in result.record_findings),
+            summary=result.verdict(), run_dir=run_dir, report=report, data_docs=data_docs,
+            recorded_at=now or datetime.now(UTC)))
+        if tier_rows:
+            con.execute(insert(tier_buckets), tier_rows)
+        if hop_rows:
+            con.execute(insert(hop_buckets), hop_rows)
+    return {"runs": 1, "tier_buckets": len(tier_rows), "hop_buckets": len(hop_rows)}
+
+
+def tier_volume(flow: str, tier: str, start: datetime, end: datetime,
+                eng: Engine | None = None) -> int | None:
+    """Records a tier had in a recorded window, or None when that window was never recorded."""
+    from sqlalchemy import func
+
+    eng = eng or engine()
+    with eng.connect() as con:
+        known = con.execute(select(runs.c.status).where(
+            runs.c.flow == flow, runs.c.window_start == start, runs.c.window_end == end)).first()
+        if known is None or known[0] == "inconclusive":
+            return None  # an inconclusive window did not see everything: no baseline
+        n = con.execute(select(func.coalesce(func.sum(tier_buckets.c.records), 0)).where(
+            tier_buckets.c.flow == flow, tier_buckets.c.tier == tier,
+            tier_buckets.c.window_start == start, tier_buckets.c.window_end == end)).scalar()
+    return int(n or 0)
+
+
+def volume_band(flow: Flow, tier: str, start: datetime, end: datetime,
+                eng: Engine | None = None) -> dict[str, Any]:
+    """The band the window's volume should fall in, learned from the same weekday's windows.
+
+    Seed 004's "fewer records after the exam than before it": with no upstream count, a drop
+    against the same window of the trailing weeks is the only signal. The band is the median of
+    those windows, widened by the flow's `volume.band` each way; with fewer than
+    `volume.min_history` of them there is no band, and the report says so.
+    """
+    history = []
+    for k in range(1, flow.volume.weeks + 1):
+        n = tier_volume(flow.name, tier, start - timedelta(weeks=k), end - timedelta(weeks=k),
+                        eng)
+        if n is not None:
+            history.append(n)
+    if len(history) < flow.volume.min_history:
+        return {"tier": tier, "history": history, "min": None, "max": None,
+                "note": f"volume band not checked: {len(history)} of the "
+                        f"{flow.volume.min_history} same-weekday windows it needs are recorded"}
+    mid = statistics.median(history)
+    return {"tier": tier, "history": history, "median": mid,
+            "min": int(mid * (1 - flow.volume.band)), "max": int(mid * (1 + flow.volume.band)),
+            "note": None}
+
+
+def latest_per_flow(eng: Engine | None = None) -> list[dict[str, Any]]:
+    """The newest window of every flow, for the plugin page."""
+    from sqlalchemy import func
+
+    eng = eng or engine()
+    newest = select(runs.c.flow, func.max(runs.c.window_start).label("ws")) \
+        .group_by(runs.c.flow).subquery()
+    q = select(runs).join(newest, (runs.c.flow == newest.c.flow)
+                          & (runs.c.window_start == newest.c.ws)).order_by(runs.c.flow)
+    with eng.connect() as con:
+        return [_run_row(r._mapping) for r in con.execute(q)]
+
+
+def flow_runs(flow: str, limit: int = 60, eng: Engine | None = None) -> list[dict[str, Any]]:
+    """A flow's recorded windows, newest first, each with its per-hop missing and duplicate."""
+    from sqlalchemy import func
+
+    eng = eng or engine()
+    with eng.connect() as con:
+        rows = [_run_row(r._mapping) for r in con.execute(
+            select(runs).where(runs.c.flow == flow)
+            .order_by(runs.c.window_start.desc()).limit(limit))]
+        sums = con.execute(
+            select(hop_buckets.c.window_start, hop_buckets.c.window_end,
+                   func.sum(hop_buckets.c.missing), func.sum(hop_buckets.c.duplicate))
+            .where(hop_buckets.c.flow == flow)
+            .group_by(hop_buckets.c.window_start, hop_buckets.c.window_end)).all()
+        vols = con.execute(
+            select(tier_buckets.c.window_start, tier_buckets.c.window_end, tier_buckets.c.tier,
+                   func.sum(tier_buckets.c.records))
+            .where(tier_buckets.c.flow == flow)
+            .group_by(tier_buckets.c.window_start, tier_buckets.c.window_end,
+                      tier_buckets.c.tier)).all()
+    by_window = {(_utc(s), _utc(e)): (int(m or 0), int(d or 0)) for s, e, m, d in sums}
+    tiers: dict[tuple[datetime, datetime], dict[str, int]] = {}
+    for s, e, t, n in vols:
+        tiers.setdefault((_utc(s), _utc(e)), {})[t] = int(n or 0)
+    for r in rows:
+        key = (_t(r["window_start"]), _t(r["window_end"]))
+        r["missing"], r["duplicate"] = by_window.get(key, (0, 0))
+        r["tiers"] = tiers.get(key, {})
+    return rows
+
+
+def _run_row(m: Any) -> dict[str, Any]:
+    out = dict(m)
+    for k in ("window_start", "window_end", "recorded_at"):
+        out[k] = iso_z(_utc(out[k]))
+    return out
+
+
+def dumps(rows: list[dict[str, Any]]) -> str:
+    return json.dumps(rows, indent=2, default=str)

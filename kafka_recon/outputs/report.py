@@ -1,0 +1,137 @@
+"""Step 5, report: the result as HTML (autoescaped: payload text can hold markup) and plain text."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.result.model import Result
+from kafka_recon.settings import ui_url
+
+
+def when(buckets: list[str], bucket_seconds: int | None) -> str:
+    """', 14:00-15:00' for a few buckets, ', in 7 buckets from 02:00 to 09:00' for more."""
+    if not buckets or not bucket_seconds:
+        return ""
+    starts = [datetime.fromisoformat(b.replace("Z", "+00:00")) for b in sorted(buckets)]
+    step = timedelta(seconds=bucket_seconds)
+    same_day = starts[0].date() == (starts[-1] + step).date()
+    fmt = "%H:%M" if bucket_seconds < 86400 and same_day else \
+        "%Y-%m-%d %H:%M" if bucket_seconds < 86400 else "%Y-%m-%d"
+    if len(starts) <= 3:
+        return ", " + ", ".join(f"{s:{fmt}}-{s + step:{fmt}}" for s in starts)
+    return f", in {len(starts)} buckets from {starts[0]:{fmt}} to {starts[-1] + step:{fmt}}"
+
+
+def sentences(result: Result) -> list[str]:
+    """Each finding in one sentence, the answer an owner reads first."""
+    out = []
+    for f in result.record_findings:  # the audit has a section of its own
+        where = f.hop.replace("->", " and ")
+        between = "between " if "->" in f.hop else "at "
+        tol = " (within tolerance)" if f.within_tolerance and f.words.failure else ""
+        cause = f" (deleted by retention before group {f.group} read them)" \
+            if f.cause == "retention" else ""
+        out.append(f"{result.flow}: {f.count} records {f.words.sentence} "
+                   f"on the {f.side} side {between}{where}"
+                   f"{when(f.buckets, result.bucket_seconds)}{cause}{tol}.")
+    return out
+
+
+PREVIEW_IDS = 10
+CHART = "chart.png"
+
+
+def id_files(result: Result) -> list[dict[str, Any]]:
+    """Every id file the result names: what it holds and where, relative to the run folder."""
+    files: list[dict[str, Any]] = []
+    for h in result.hops:
+        for what, path, count in (("missing", h.missing_ids, h.missing),
+                                  ("duplicate", h.duplicate_ids, h.duplicate),
+                                  ("unexpected", h.unexpected_ids, h.unexpected)):
+            if path and count:
+                files.append({"hop": h.name, "what": what, "path": path, "count": count})
+    for f in result.findings:
+        if f.kind in ("late", "unidentifiable") and f.ids:
+            files.append({"hop": f.hop, "what": f.kind, "path": f.ids, "count": f.count})
+    return files
+
+
+def preview(path: Path, n: int = PREVIEW_IDS) -> list[str]:
+    """The first n rows of an id file, its columns joined (id, or id and extra copies)."""
+    import csv
+
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(newline="") as fh:
+        for i, row in enumerate(csv.reader(fh)):
+            if i == 0:
+                continue  # header
+            if i > n:
+                break
+            rows.append(" ".join(row))
+    return rows
+
+
+def links(result: Result, out_dir: Path, docs: str | None) -> dict[str, str] | None:
+    """Web addresses of the report and Data Docs on the plugin page, when its address is known.
+
+    KAFKA_RECON_UI_URL is the Airflow address owners reach (e.g. http://airflow:8080); the
+    plugin serves every run folder under /recon/runs/<flow>/<window>/.
+    """
+    base = ui_url()
+    if not base:
+        return None
+    where = f"{base.rstrip('/')}/recon/runs/{result.flow}/{out_dir.name}"
+    return {"report": f"{where}/report.html",
+            "data_docs": f"{where}/{os.path.relpath(docs, out_dir)}" if docs else ""}
+
+
+def render_report(result: Result, out_dir: Path | str,
+                  validation: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write report.html (chart embedded), mail.html (chart as cid:), report.txt and chart.png.
+
+    The answer comes first: status and one sentence per finding; then the chart with the gaps
+    marked, the hops, the first ids of each id file, the replays, the audit and the validation.
+    """
+    import base64
+
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    from kafka_recon.outputs.chart import run_chart
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    as_json = result.as_json()  # the templates and the chart read the contract's JSON form
+    png = run_chart(as_json) if any(t.buckets for t in result.tiers) else None
+    chart = out_dir / CHART
+    if png:
+        chart.write_bytes(png)
+    elif chart.exists():
+        chart.unlink()  # a re-run without buckets must not show the old chart
+    env = Environment(loader=PackageLoader("kafka_recon", "templates"),
+                      autoescape=select_autoescape(["html", "j2"], default=True))
+    text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False)
+    risks = [f.as_json() for f in result.risks]
+    files = [{**f, "first": preview(out_dir / f["path"])} for f in id_files(result)]
+    docs = (validation or {}).get("data_docs")
+    ctx = {"r": as_json, "sentences": sentences(result), "validation": validation,
+           "risks": risks, "id_files": files, "preview_n": PREVIEW_IDS,
+           "data_docs": os.path.relpath(docs, out_dir) if docs else None,
+           "links": links(result, out_dir, docs)}
+    paths = {"html": out_dir / "report.html", "mail": out_dir / "mail.html",
+             "text": out_dir / "report.txt"}
+    template = env.get_template("report.html.j2")
+    inline = f"data:image/png;base64,{base64.b64encode(png).decode()}" if png else None
+    paths["html"].write_text(template.render(**ctx, chart_src=inline, for_mail=False))
+    paths["mail"].write_text(template.render(**ctx, chart_src=f"cid:{CHART}" if png else None,
+                                             for_mail=True))
+    paths["text"].write_text(text_env.get_template("report.txt.j2").render(**ctx))
+    out = {k: str(v) for k, v in paths.items()}
+    if png:
+        out["chart"] = str(chart)
+    return out
+

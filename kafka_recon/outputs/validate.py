@@ -1,0 +1,87 @@
+"""Step 4: validate a reconciliation's counts with the Great Expectations suites in expectations/.
+
+great_expectations and pandas are imported inside the function: DAG files import this module's
+callers at parse time and must stay light.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.result.model import Result
+from kafka_recon.settings import expectations_dir
+
+
+def validate_result(result: Result, out_dir: Path | str,
+                    tolerance: dict[str, int], volume: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """Run the suites over `result` and build Data Docs in `out_dir/gx`.
+
+    `volume` is the band from the history (kafka_recon.outputs.history.volume_band) for a flow
+    with no upstream count; without a band (too little history) the volume suite is not run and the
+    summary says why.
+    Returns {"success": bool, "suites": {name: {"success", "failed": [...]}}, "data_docs": path,
+    "volume": {...} or None}.
+    """
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    run_ctx = out_dir / "gx"
+    if run_ctx.exists():  # re-running a window replaces its validation
+        shutil.rmtree(run_ctx)
+    shutil.copytree(expectations_dir(), run_ctx)
+    context = gx.get_context(mode="file", project_root_dir=str(out_dir))
+
+    hops = pd.DataFrame(
+        [
+            {"hop": h.name, "expected": h.expected, "observed": h.observed,
+             "missing": h.missing, "unexpected": h.unexpected, "duplicate": h.duplicate,
+             "expected_plus_unexpected": (h.expected or 0) + h.unexpected}
+            for h in result.hops
+        ]
+    )
+    replays = pd.DataFrame(
+        [{"group": r.group, "count": r.count, "fingerprint": r.fingerprint}
+         for r in result.replays]
+    )
+    params = {"max_missing": tolerance.get("loss", 0),
+              "max_duplicate": tolerance.get("duplicate", 0)}
+    checks = [("recon_hops", hops), ("recon_replays", replays)]
+    if volume is not None:
+        counts = {t.name: t.count for t in result.tiers}
+        volume = {**volume, "observed": counts.get(volume["tier"])}
+        if volume.get("min") is not None:
+            params.update(volume_min=volume["min"], volume_max=volume["max"])
+            checks.append(("recon_volume", pd.DataFrame(
+                [{"tier": volume["tier"], "records": volume["observed"]}])))
+    suites: dict[str, Any] = {}
+    for name, frame in checks:
+        vd = context.validation_definitions.get(name)
+        res = vd.run(batch_parameters={"dataframe": frame}, expectation_parameters=params)
+        suites[name] = {
+            "success": bool(res.success),
+            "failed": [
+                {"expectation": r.expectation_config.type,
+                 "kwargs": {k: v for k, v in r.expectation_config.kwargs.items()
+                            if k != "batch_id"},
+                 "observed": _plain(r.result.get("observed_value"))}
+                for r in res.results if not r.success and r.expectation_config is not None
+            ],
+        }
+    context.build_data_docs()
+    docs = run_ctx / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    summary = {"success": all(s["success"] for s in suites.values()), "suites": suites,
+               "data_docs": str(docs), "volume": volume}
+    (out_dir / "validation.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to plain Python, so the summary is JSON."""
+    return value.item() if hasattr(value, "item") else value

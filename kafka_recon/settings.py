@@ -1,0 +1,117 @@
+"""Every setting kafka-recon reads from the environment, in one place.
+
+| variable | default | what |
+|---|---|---|
+| KAFKA_RECON_CONFIG | `<repo>/config/flows.yaml` | the flow config |
+| KAFKA_RECON_OUT | `<repo>/runs` | the runs root: one folder per flow and window |
+| KAFKA_RECON_JARS | `<repo>/.jars` | the Maven-resolved jars (kafka/, spark/, flume/) |
+| KAFKA_RECON_SPARK_JOBS | `<repo>/spark_jobs` | the spark-submit entry points |
+| KAFKA_RECON_EXPECTATIONS | `<repo>/expectations/gx` | the Great Expectations context |
+| KAFKA_RECON_HISTORY | `sqlite:///<runs>/history.db` | history database: URL or connection id |
+| KAFKA_RECON_SNAPSHOTS | `<runs>/flume.db` | the Flume counter snapshot store |
+| KAFKA_RECON_UI_URL | none | Airflow's address, for links in mails |
+| KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
+| KAFKA_RECON_TASK_RETRIES | 2 | retries of a daily DAG's tasks |
+| KAFKA_RECON_CONN_<ID> | none | a connection resolved for Spark by the Airflow task (internal) |
+
+A value that cannot be used is a `UsageError` naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kafka_recon.errors import MissingJarsError, UsageError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ATTACH_MAX_BYTES = 5 * 1024 * 1024
+
+
+def _path(var: str, default: Path) -> Path:
+    value = os.environ.get(var)
+    return Path(value) if value else default
+
+
+def config_path() -> Path:
+    return _path("KAFKA_RECON_CONFIG", REPO_ROOT / "config" / "flows.yaml")
+
+
+def runs_root() -> Path:
+    return _path("KAFKA_RECON_OUT", REPO_ROOT / "runs")
+
+
+def jars_dir() -> Path:
+    return _path("KAFKA_RECON_JARS", REPO_ROOT / ".jars")
+
+
+def spark_jobs_dir() -> Path:
+    return _path("KAFKA_RECON_SPARK_JOBS", REPO_ROOT / "spark_jobs")
+
+
+def expectations_dir() -> Path:
+    return _path("KAFKA_RECON_EXPECTATIONS", REPO_ROOT / "expectations" / "gx")
+
+
+def history_conn() -> str | None:
+    """An SQLAlchemy URL or a connection id; None: SQLite in the runs root."""
+    return os.environ.get("KAFKA_RECON_HISTORY") or None
+
+
+def snapshots_path() -> Path:
+    return _path("KAFKA_RECON_SNAPSHOTS", runs_root() / "flume.db")
+
+
+def ui_url() -> str | None:
+    return os.environ.get("KAFKA_RECON_UI_URL") or None
+
+
+def _count(var: str, default: int) -> int:
+    raw = os.environ.get(var, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{var}={raw!r}: expected a whole number") from None
+    if value < 0:
+        raise UsageError(f"{var}={raw!r}: must not be negative")
+    return value
+
+
+def mail_attach_max_bytes() -> int:
+    return _count("KAFKA_RECON_MAIL_ATTACH_MAX_BYTES", DEFAULT_ATTACH_MAX_BYTES)
+
+
+def task_retries() -> int:
+    return _count("KAFKA_RECON_TASK_RETRIES", 2)
+
+
+def conn_env_var(conn_id: str) -> str:
+    """Where an Airflow task hands a connection it resolved to the Spark job it starts."""
+    import re
+
+    return "KAFKA_RECON_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
+
+
+def _jar_list(kind: str) -> list[Path]:
+    folder = jars_dir() / kind
+    jars = sorted(folder.glob("*.jar"))
+    if not jars:
+        raise MissingJarsError(
+            f"no jars in {folder}: run `make jars` (Maven resolves them from Maven Central "
+            f"through jvm/pom.xml, profile '{kind}'), or set KAFKA_RECON_JARS")
+    return jars
+
+
+def kafka_classpath() -> str:
+    """Classpath of the Kafka broker and its tools."""
+    return os.pathsep.join(str(j) for j in _jar_list("kafka"))
+
+
+def spark_jars() -> list[str]:
+    """Local jars for Spark: the Kafka connector and the JDBC drivers (never --packages)."""
+    return [str(j) for j in _jar_list("spark")]
+
+
+def flume_classpath() -> str:
+    """Classpath of the Apache Flume agent (the drill's S10)."""
+    return os.pathsep.join(str(j) for j in _jar_list("flume"))

@@ -1,0 +1,402 @@
+"""Kafka health and configuration risk: the seeds' prevention checklist, checked on every run.
+
+Facts come from the live cluster through the Admin API (topic, partitions, ISR, configs, broker
+defaults, production groups' offsets) and from the flow's declared client settings. Rules are
+data: one row each, with the seed passage it comes from, a severity and a fix. Reconciliation
+says what was lost; this says what will be lost next, and why.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.config import ClientProps, Flow, KafkaTier
+from kafka_recon.errors import ConfigError
+from kafka_recon.sources.topic import NO_COMMIT, TopicError
+
+TIMEOUT_S = 15.0
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+# Kafka's own defaults, used when a client does not declare a setting (Kafka 3+/4 clients)
+PRODUCER_DEFAULTS: dict[str, str] = {
+    "acks": "all", "enable.idempotence": "true", "retries": "2147483647",
+    "max.in.flight.requests.per.connection": "5", "retry.backoff.ms": "100",
+    "max.request.size": "1048576",
+}
+CONSUMER_DEFAULTS: dict[str, str] = {"enable.auto.commit": "true",
+                                     "max.partition.fetch.bytes": "1048576"}
+RETENTION_MARGIN_MS = 3_600_000  # an hour of slack before unread records are deleted
+# message.max.bytes and max.message.bytes count a record batch's overhead, fetch sizes do not:
+# Kafka's defaults (1048588 vs 1048576) differ by exactly this and carry the same records
+BATCH_OVERHEAD = 12
+
+
+@dataclass
+class Facts:
+    topic: str
+    partitions: list[dict[str, Any]]          # id, leader, replicas, isr
+    topic_config: dict[str, str]
+    broker_config: dict[str, str]             # from one live broker: cluster-wide defaults
+    groups: dict[str, dict[str, Any]]         # group -> lag, oldest_unconsumed_age_ms
+    producer: dict[str, str] | None           # None: the flow declares no producer settings
+    consumer: dict[str, str] | None
+
+
+@dataclass(frozen=True)
+class Hit:
+    observed: str
+    recommended: str
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kind: str          # config_risk | health
+    side: str          # write | consume: whose setting it is
+    severity: str      # high | medium | low
+    seed: str          # the seed article the advice comes from
+    why: str
+    fix: str
+    check: Callable[[Facts], list[Hit]] = field(repr=False)
+
+
+# ------------------------------------------------------------------ helpers
+def _int(v: Any, default: int = 0) -> int:
+    try:
+        return int(str(v).strip())
+    except (TypeError, ValueError):
+        return default
+
+
+def _true(v: Any) -> bool:
+    return str(v).strip().lower() == "true"
+
+
+def _prod(f: Facts, key: str) -> str | None:
+    return None if f.producer is None else f.producer.get(key, PRODUCER_DEFAULTS.get(key))
+
+
+def _cons(f: Facts, key: str) -> str | None:
+    return None if f.consumer is None else f.consumer.get(key, CONSUMER_DEFAULTS.get(key))
+
+
+def _one(cond: bool, observed: str, recommended: str, where: str = "") -> list[Hit]:
+    return [Hit(observed, recommended, where)] if cond else []
+
+
+def _min_isr(f: Facts) -> int:
+    return _int(f.topic_config.get("min.insync.replicas"), 1)
+
+
+def _rf(f: Facts) -> int:
+    return min((len(p["replicas"]) for p in f.partitions), default=0)
+
+
+# ------------------------------------------------------------------ the checks
+def _acks(f: Facts) -> list[Hit]:
+    acks = _prod(f, "acks")
+    return _one(acks is not None and acks not in ("all", "-1"), f"acks={acks}", "acks=all")
+
+
+def _idempotence(f: Facts) -> list[Hit]:
+    retries, idem = _prod(f, "retries"), _prod(f, "enable.idempotence")
+    return _one(retries is not None and _int(retries) > 0 and not _true(idem),
+                f"retries={retries}, enable.idempotence={idem}", "enable.idempotence=true")
+
+
+def _in_flight(f: Facts) -> list[Hit]:
+    n, idem = _prod(f, "max.in.flight.requests.per.connection"), _prod(f, "enable.idempotence")
+    if n is None:
+        return []
+    limit = 5 if _true(idem) else 1
+    return _one(_int(n) > limit, f"max.in.flight.requests.per.connection={n} with "
+                f"enable.idempotence={idem}", f"at most {limit}")
+
+
+def _retries(f: Facts) -> list[Hit]:
+    retries = _prod(f, "retries")
+    return _one(retries is not None and _int(retries) == 0, "retries=0",
+                "retries > 0 (with idempotence)")
+
+
+def _backoff(f: Facts) -> list[Hit]:
+    b = _prod(f, "retry.backoff.ms")
+    if f.producer is None or "retry.backoff.ms" not in f.producer:
+        return []  # only a value a team chose; Kafka's own default backs off exponentially
+    return _one(_int(b) < 1000, f"retry.backoff.ms={b}", "retry.backoff.ms >= 1000")
+
+
+def _replication(f: Facts) -> list[Hit]:
+    return _one(0 < _rf(f) < 3, f"replication factor {_rf(f)}", "3")
+
+
+def _min_isr_low(f: Facts) -> list[Hit]:
+    return _one(_min_isr(f) < 2, f"min.insync.replicas={_min_isr(f)}", "2")
+
+
+def _min_isr_equal_rf(f: Facts) -> list[Hit]:
+    rf = _rf(f)
+    advice = (f"min.insync.replicas={rf - 1} (below the replication factor)" if rf > 2
+              else "replication factor 3 with min.insync.replicas=2")
+    return _one(rf > 0 and _min_isr(f) >= rf,
+                f"min.insync.replicas={_min_isr(f)} with replication factor {rf}", advice)
+
+
+def _unclean(f: Facts) -> list[Hit]:
+    v = f.topic_config.get("unclean.leader.election.enable", "false")
+    return _one(_true(v), f"unclean.leader.election.enable={v}", "false")
+
+
+def _auto_commit(f: Facts) -> list[Hit]:
+    v = _cons(f, "enable.auto.commit")
+    return _one(v is not None and _true(v), f"enable.auto.commit={v}",
+                "enable.auto.commit=false, commit after processing")
+
+
+def _size_chain(f: Facts) -> list[Hit]:
+    hits = []
+    topic_max = _int(f.topic_config.get("max.message.bytes"), 1048588)
+    req = _prod(f, "max.request.size")
+    if req is not None and _int(req) > topic_max:
+        hits.append(Hit(f"producer max.request.size={req} > topic max.message.bytes="
+                        f"{topic_max}", "max.request.size <= max.message.bytes", "producer"))
+    fetch = _cons(f, "max.partition.fetch.bytes")
+    if fetch is not None and topic_max - BATCH_OVERHEAD > _int(fetch):
+        hits.append(Hit(f"topic max.message.bytes={topic_max} > consumer "
+                        f"max.partition.fetch.bytes={fetch}",
+                        "max.partition.fetch.bytes >= max.message.bytes", "consumer"))
+    rfetch = _int(f.broker_config.get("replica.fetch.max.bytes"), 1048576)
+    mmax = _int(f.broker_config.get("message.max.bytes"), 1048588)
+    if rfetch < mmax - BATCH_OVERHEAD:
+        hits.append(Hit(f"broker replica.fetch.max.bytes={rfetch} < message.max.bytes={mmax}",
+                        "replica.fetch.max.bytes >= message.max.bytes", "broker"))
+    return hits
+
+
+def _retention(f: Facts) -> list[Hit]:
+    retention = _int(f.topic_config.get("retention.ms"), -1)
+    if retention < 0:
+        return []
+    return [Hit(f"retention.ms={retention}; oldest record group {g} has not consumed is "
+                f"{info['oldest_unconsumed_age_ms']} ms old",
+                f"retention.ms > {info['oldest_unconsumed_age_ms'] + RETENTION_MARGIN_MS}", g)
+            for g, info in sorted(f.groups.items())
+            if info.get("oldest_unconsumed_age_ms") is not None
+            and retention < info["oldest_unconsumed_age_ms"] + RETENTION_MARGIN_MS]
+
+
+def _under_replicated(f: Facts) -> list[Hit]:
+    return [Hit(f"partition {p['id']}: ISR {p['isr']} of replicas {p['replicas']}",
+                "every replica in sync", f"partition {p['id']}")
+            for p in f.partitions if len(p["isr"]) < len(p["replicas"])]
+
+
+def _below_min_isr(f: Facts) -> list[Hit]:
+    return [Hit(f"partition {p['id']}: ISR size {len(p['isr'])} < min.insync.replicas "
+                f"{_min_isr(f)}", f">= {_min_isr(f)}", f"partition {p['id']}")
+            for p in f.partitions if len(p["isr"]) < _min_isr(f)]
+
+
+def _no_leader(f: Facts) -> list[Hit]:
+    return [Hit(f"partition {p['id']}: no leader", "a leader", f"partition {p['id']}")
+            for p in f.partitions if p["leader"] is None or p["leader"] < 0]
+
+
+RULES: list[Rule] = [
+    Rule("P1-acks", "config_risk", "write", "high", "000,001,002",
+         "Without acks=all a record the leader accepted is lost if the leader dies before "
+         "followers copy it.", "Set acks=all on the producer.", _acks),
+    Rule("P2-idempotence", "config_risk", "write", "medium", "000,003",
+         "Retries without idempotence write a record twice when an ack is lost.",
+         "Set enable.idempotence=true.", _idempotence),
+    Rule("P3-in-flight", "config_risk", "write", "medium", "000",
+         "More requests in flight than idempotence can order reorders records on retry.",
+         "Lower max.in.flight.requests.per.connection (5 with idempotence, 1 without).",
+         _in_flight),
+    Rule("P4-retries", "config_risk", "write", "high", "000,003",
+         "With retries=0 a transient error (leader change, full buffer) loses the record.",
+         "Leave retries at its default and bound sends with delivery.timeout.ms.", _retries),
+    Rule("P5-retry-backoff", "config_risk", "write", "low", "000",
+         "A short backoff burns every retry within one leader election on a flaky network.",
+         "Set retry.backoff.ms to a second or more.", _backoff),
+    Rule("T1-replication", "config_risk", "write", "high", "000,002",
+         "Fewer than three replicas cannot lose a broker and still keep two in sync.",
+         "Recreate or reassign the topic with replication factor 3.", _replication),
+    Rule("T2-min-isr", "config_risk", "write", "high", "000,002",
+         "With min.insync.replicas below 2, acks=all is satisfied by the leader alone.",
+         "Set min.insync.replicas=2 on the topic.", _min_isr_low),
+    Rule("T3-min-isr-equals-rf", "config_risk", "write", "medium", "002",
+         "With min.insync.replicas equal to the replication factor, one broker down stops all "
+         "writes.", "Keep min.insync.replicas below the replication factor.",
+         _min_isr_equal_rf),
+    Rule("T4-unclean-election", "config_risk", "write", "high", "000,001,002",
+         "Unclean election lets a lagging replica become leader and truncates what it lacked.",
+         "Set unclean.leader.election.enable=false.", _unclean),
+    Rule("C1-auto-commit", "config_risk", "consume", "high", "000,001",
+         "Auto commit commits records that were fetched but not yet processed; a crash loses "
+         "them.", "Disable auto commit and commit after processing.", _auto_commit),
+    Rule("S1-size-chain", "config_risk", "write", "high", "000,004",
+         "A record larger than a later hop can carry is rejected there "
+         "(MessageSizeTooLargeException) and lost.",
+         "Make the limits agree: max.request.size <= max.message.bytes <= "
+         "max.partition.fetch.bytes, replica.fetch.max.bytes >= message.max.bytes.",
+         _size_chain),
+    Rule("R1-retention-vs-lag", "config_risk", "consume", "high", "003,004",
+         "Retention shorter than the consumer's lag deletes records before they are read.",
+         "Raise retention.ms or catch the consumer up.", _retention),
+    Rule("H1-under-replicated", "health", "write", "medium", "002,003",
+         "A replica out of sync is one failure closer to loss.",
+         "Find the lagging or dead broker and bring it back.", _under_replicated),
+    Rule("H2-below-min-isr", "health", "write", "high", "002,003",
+         "Below min.insync.replicas, acks=all producers are refused: writes fail or are lost "
+         "by clients that do not check.", "Restore the missing brokers.", _below_min_isr),
+    Rule("H3-no-leader", "health", "write", "high", "002,003",
+         "A partition without a leader is offline: nothing can be written or read.",
+         "Restart the partition's replicas; do not enable unclean election to force it.",
+         _no_leader),
+]
+# a health finding that makes a run inconclusive: the window could not be read whole
+BLOCKING = {"H2-below-min-isr", "H3-no-leader"}
+
+
+def evaluate(facts: Facts, rules: list[Rule] | None = None) -> list[dict[str, Any]]:
+    """Every rule over the facts: findings ordered by severity, each with its fix."""
+    findings = []
+    for rule in rules if rules is not None else RULES:
+        for hit in rule.check(facts):
+            findings.append({
+                "kind": rule.kind, "rule": rule.id, "side": rule.side, "severity": rule.severity,
+                "seed": rule.seed, "topic": facts.topic, "where": hit.where,
+                "observed": hit.observed, "recommended": hit.recommended,
+                "why": rule.why, "fix": rule.fix, "blocking": rule.id in BLOCKING,
+            })
+    return sorted(findings, key=lambda f: (SEVERITY_ORDER[f["severity"]], f["rule"]))
+
+
+# ------------------------------------------------------------------ facts from the cluster
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java .properties file (key=value or key: value, # and ! comments)."""
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"client properties file {path}: cannot read it: {exc}") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"client properties file {path}, line {n}: expected key=value, "
+                              f"got {line!r}")
+        out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out
+
+
+def client_settings(declared: ClientProps, properties: str | None,
+                    base: Path) -> dict[str, str] | None:
+    if not declared and not properties:
+        return None
+    merged: dict[str, str] = {}
+    if properties:
+        path = Path(properties) if Path(properties).is_absolute() else base / properties
+        if not path.exists():
+            raise ConfigError(f"client properties file {path} does not exist")
+        merged.update(read_properties(path))
+    merged.update({k: str(v).lower() if isinstance(v, bool) else str(v)
+                   for k, v in declared.items()})
+    return merged
+
+
+def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Facts:
+    from confluent_kafka import (
+        Consumer,
+        KafkaError,
+        KafkaException,
+        TopicPartition,
+    )
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    from kafka_recon.sources.topic import _first_timestamp, committed_offsets, topic_metadata
+
+    admin = AdminClient({"bootstrap.servers": tier.bootstrap, "log_level": 3})
+
+    def settled(ask: Callable[[], Any], tries: int = 15) -> Any:
+        # a broker that has not yet seen a new topic answers UNKNOWN_TOPIC_OR_PART, and one
+        # that just died does not answer at all: both are asked again (another broker answers)
+        for n in range(tries):
+            try:
+                return ask()
+            except concurrent.futures.TimeoutError:
+                if n == tries - 1:
+                    raise
+            except KafkaException as exc:
+                if n == tries - 1 or not exc.args[0].retriable() and exc.args[0].code() not in (
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT):
+                    raise
+            time.sleep(0.3)
+        return None
+
+    try:
+        # plain metadata (any live broker answers), not DescribeTopics, which waits for the
+        # broker the client takes for controller even when that one just died
+        cluster_md, md = topic_metadata(admin, tier.bootstrap, tier.topic)
+        partitions = [{"id": p.id, "leader": p.leader, "replicas": sorted(p.replicas),
+                       "isr": sorted(p.isrs)} for p in sorted(md.partitions.values(),
+                                                              key=lambda p: p.id)]
+        res = ConfigResource(ResourceType.TOPIC, tier.topic)
+        # routed to the broker the client takes for controller: a fresh client per attempt
+        # re-reads metadata, where KRaft names a live broker
+        def topic_configs() -> Any:
+            fresh = AdminClient({"bootstrap.servers": tier.bootstrap, "log_level": 3})
+            return fresh.describe_configs([res], request_timeout=5)[res].result(6)
+
+        topic_cfg = {k: e.value for k, e in settled(topic_configs).items()}
+        broker_cfg: dict[str, str] = {}
+        # metadata may still list a broker that just died: ask the next one
+        for node_id in sorted(cluster_md.brokers):
+            broker = ConfigResource(ResourceType.BROKER, str(node_id))
+            try:
+                broker_cfg = {k: e.value for k, e in
+                              admin.describe_configs([broker])[broker].result(5).items()}
+                break
+            except (KafkaException, concurrent.futures.TimeoutError):
+                continue
+    except (KafkaException, concurrent.futures.TimeoutError) as exc:
+        raise TopicError(f"topic '{tier.topic}' on kafka at {tier.bootstrap}: "
+                         f"{exc or 'no answer'}") from exc
+
+    now_ms = now_ms or int(time.time() * 1000)
+    groups: dict[str, dict[str, Any]] = {}
+    parts = [p["id"] for p in partitions]
+    committed = committed_offsets(tier.bootstrap, tier.topic, tier.consumer_groups, parts)
+    consumer = Consumer({"bootstrap.servers": tier.bootstrap, "enable.auto.commit": False,
+                         "group.id": f"kafka-recon-audit-{uuid.uuid4()}", "log_level": 3})
+    try:
+        for group, offsets in committed.items():
+            lag, oldest = 0, None
+            for p, off in offsets.items():
+                low, high = consumer.get_watermark_offsets(TopicPartition(tier.topic, p),
+                                                           timeout=TIMEOUT_S, cached=False)
+                start = low if off == NO_COMMIT else max(off, low)
+                lag += max(0, high - start)
+                if start < high:
+                    ts = _first_timestamp(consumer, tier.topic, p, start)
+                    if ts is not None:
+                        oldest = max(oldest or 0, now_ms - ts)
+            groups[group] = {"lag": lag, "oldest_unconsumed_age_ms": oldest}
+    finally:
+        consumer.close()
+    return Facts(tier.topic, partitions, topic_cfg, broker_cfg, groups,
+                 client_settings(tier.producer, tier.producer_properties, base),
+                 client_settings(tier.consumer, tier.consumer_properties, base))
+
+
+def audit_flow(flow: Flow, config_dir: Path) -> list[dict[str, Any]]:
+    return evaluate(gather_facts(flow.topic_tier, config_dir))

@@ -1,0 +1,151 @@
+"""A SQL tier's `conn:`, resolved to an SQLAlchemy URL the way a user of Airflow expects.
+
+- a URL (`postgresql://...`, `sqlite:///...`) is used as it is;
+- inside an Airflow task, a connection id is resolved through Airflow itself: its metadata
+  database, `AIRFLOW_CONN_*` variables and any secrets backend, in Airflow's order;
+- a Spark job started by such a task finds the connection its task resolved in
+  `KAFKA_RECON_CONN_<ID>` (never on the spark-submit command line);
+- anywhere else (the command line, tests), `AIRFLOW_CONN_<ID>` in either of Airflow's forms:
+  a URI or JSON (`{"conn_type": "postgres", "host": ..., "login": ..., "password": ...}`).
+
+Whatever cannot be resolved, parsed or driven is a `SourceError` naming the connection: the
+run is inconclusive, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any
+
+from kafka_recon.errors import ConnectionNotFound, SourceError
+from kafka_recon.settings import conn_env_var
+
+SUPPORTED = ("sqlite", "postgresql")
+_POSTGRES_TYPES = ("postgres", "postgresql")
+
+
+def airflow_env_var(conn_id: str) -> str:
+    return "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
+
+
+def in_airflow_task() -> bool:
+    """True inside a task run by Airflow's task runner (it talks to its supervisor)."""
+    runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
+    return getattr(runner, "SUPERVISOR_COMMS", None) is not None
+
+
+def url_from_fields(conn_id: str, conn_type: str | None, host: str | None = None,
+                    schema: str | None = None, login: str | None = None,
+                    password: str | None = None, port: int | str | None = None) -> str:
+    """An SQLAlchemy URL from the fields of an Airflow connection."""
+    from sqlalchemy.engine import URL
+
+    kind = (conn_type or "").lower()
+    if kind in _POSTGRES_TYPES:
+        try:
+            port_n = int(port) if port not in (None, "") else None
+        except (TypeError, ValueError):
+            raise SourceError(f"connection '{conn_id}': port {port!r} is not a number") from None
+        return URL.create("postgresql+psycopg2", username=login or None,
+                          password=password or None, host=host or None, port=port_n,
+                          database=schema or None).render_as_string(hide_password=False)
+    if kind == "sqlite":
+        path = host or schema
+        if not path:
+            raise SourceError(f"connection '{conn_id}': a sqlite connection needs the file "
+                              "in 'host'")
+        return f"sqlite:///{path}"
+    raise SourceError(f"connection '{conn_id}': type {conn_type!r} is not supported "
+                      f"(supported: {', '.join(SUPPORTED)})")
+
+
+def _from_airflow_value(conn_id: str, value: str, var: str) -> str:
+    """AIRFLOW_CONN_* in URI or JSON form."""
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            fields = json.loads(text)
+        except ValueError as exc:
+            raise SourceError(f"connection '{conn_id}': {var} is not valid JSON: {exc}") from None
+        if not isinstance(fields, dict):
+            raise SourceError(f"connection '{conn_id}': {var} must be a JSON object")
+        known = ("conn_type", "host", "schema", "login", "password", "port")
+        return url_from_fields(conn_id, **{k: fields.get(k) for k in known})
+    return text
+
+
+def _through_airflow(conn_id: str) -> str:
+    from airflow.sdk import BaseHook
+
+    try:
+        c = BaseHook.get_connection(conn_id)
+    except Exception as exc:  # AirflowNotFoundException, a backend's own errors
+        raise ConnectionNotFound(f"connection '{conn_id}': Airflow does not know it "
+                                 f"({type(exc).__name__}: {exc})") from None
+    return url_from_fields(conn_id, c.conn_type, c.host, c.schema, c.login, c.password, c.port)
+
+
+def normalise(url: str, conn_id: str | None = None) -> str:
+    """Airflow spells PostgreSQL `postgres://`; SQLAlchemy 2 reads a bare `postgresql://` as
+    psycopg 3, while the driver shipped is psycopg2."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    url = re.sub(r"^postgres(ql)?://", "postgresql+psycopg2://", url)
+    name = f"connection '{conn_id}'" if conn_id else "connection"
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        raise SourceError(f"{name}: not a database URL: {redact(url)}") from None
+    if backend not in SUPPORTED:
+        raise SourceError(f"{name}: no driver is bundled for '{backend}' "
+                          f"(supported: {', '.join(SUPPORTED)})")
+    return url
+
+
+def resolve(conn: str) -> str:
+    """The SQLAlchemy URL a tier's `conn:` stands for (see the module's docstring)."""
+    if "://" in conn:
+        return normalise(conn)
+    handed = os.environ.get(conn_env_var(conn))
+    if handed:
+        return normalise(handed, conn)
+    if in_airflow_task():
+        return normalise(_through_airflow(conn), conn)
+    var = airflow_env_var(conn)
+    value = os.environ.get(var)
+    if not value:
+        raise ConnectionNotFound(f"connection '{conn}': neither a URL nor set as {var}")
+    return normalise(_from_airflow_value(conn, value, var), conn)
+
+
+def redact(url: str) -> str:
+    """A URL fit for a message or a log: the password replaced."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def where(url: str) -> str:
+    """Where a URL points, without credentials: for messages."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        return f"sqlite file {u.database}"
+    return f"{u.get_backend_name()} at {u.host}:{u.port or 'default port'}/{u.database}"
+
+
+def secrets_of(url: str) -> list[str]:
+    """What a log must never show of this URL: its password, and the URL itself."""
+    from sqlalchemy.engine import make_url
+
+    password = make_url(url).password
+    return [url, str(password)] if password else []
+
+
+def resolved_for_spark(conns: list[str]) -> dict[str, Any]:
+    """`KAFKA_RECON_CONN_<ID>` for each connection id, resolved here (in the Airflow task), for
+    the Spark job it starts. URLs in the flow config need no handing over."""
+    return {conn_env_var(c): resolve(c) for c in dict.fromkeys(conns) if "://" not in c}

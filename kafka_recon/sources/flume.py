@@ -1,0 +1,176 @@
+"""Flume tiers: counts from an agent's HTTP JSON metrics, snapshotted on a schedule.
+
+Flume's counters are cumulative since the agent started (`StartTime`), so a window's count is
+the growth of a counter between the snapshots that bracket it. `kafka-recon snapshot` takes one
+snapshot of every Flume tier and keeps it in a small SQLite store; Airflow runs it every few
+minutes. A restarted agent (a new StartTime, counters back to zero) is not negative traffic:
+across a restart the growth is the new process's count since it started.
+
+A Flume tier is counted at two points, its source (events accepted) and its sink (events
+drained to Kafka), so a loss inside the agent, such as a memory channel lost with the process,
+shows as a hop of its own, before the topic.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.config import Flow, FlumeTier
+from kafka_recon.errors import FlumeError
+from kafka_recon.settings import snapshots_path
+from kafka_recon.window import Window, iso_z, parse_instant
+
+TIMEOUT_S = 10.0
+SCHEMA = """CREATE TABLE IF NOT EXISTS flume_snapshot (
+    flow TEXT NOT NULL, tier TEXT NOT NULL, taken_at TEXT NOT NULL,
+    source_start INTEGER, source_accepted INTEGER,
+    sink_start INTEGER, sink_drained INTEGER, raw TEXT NOT NULL,
+    PRIMARY KEY (flow, tier, taken_at))"""
+
+
+def store_path() -> Path:
+    return snapshots_path()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_at: datetime
+    source_start: int
+    source_accepted: int
+    sink_start: int
+    sink_drained: int
+
+
+def fetch_metrics(tier: FlumeTier) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(tier.metrics_url, timeout=TIMEOUT_S) as resp:  # noqa: S310
+            body = resp.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise FlumeError(f"tier '{tier.name}': Flume metrics at {tier.metrics_url} cannot be "
+                         f"read: {getattr(exc, 'reason', exc)}") from exc
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise FlumeError(f"tier '{tier.name}': {tier.metrics_url} did not answer JSON") from exc
+    if not isinstance(data, dict):
+        raise FlumeError(f"tier '{tier.name}': {tier.metrics_url} answered {type(data).__name__}"
+                         ", expected Flume's JSON object of components")
+    return data
+
+
+def parse_metrics(tier: FlumeTier, data: dict[str, Any], taken_at: datetime) -> Snapshot:
+    def counter(component: str, name: str) -> int:
+        block = data.get(component)
+        if not isinstance(block, dict) or name not in block:
+            known = ", ".join(sorted(data)) or "none"
+            raise FlumeError(f"tier '{tier.name}': {component}.{name} missing from "
+                             f"{tier.metrics_url} (components: {known})")
+        return int(block[name])
+
+    src, snk = f"SOURCE.{tier.source}", f"SINK.{tier.sink}"
+    return Snapshot(taken_at, counter(src, "StartTime"), counter(src, "EventAcceptedCount"),
+                    counter(snk, "StartTime"), counter(snk, "EventDrainSuccessCount"))
+
+
+def connect_store(path: Path | None = None) -> sqlite3.Connection:
+    """The snapshot store (`store_path()` unless given), created on first use."""
+    path = path or store_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    con.execute(SCHEMA)
+    return con
+
+
+def take_snapshots(flows: dict[str, Flow], path: Path | None = None,
+                   now: datetime | None = None) -> list[dict[str, Any]]:
+    """One snapshot of every Flume tier of every flow, kept in the store."""
+    taken = []
+    now = now or datetime.now(UTC)
+    with connect_store(path) as con:
+        for flow in flows.values():
+            for tier in flow.tiers:
+                if isinstance(tier, FlumeTier):
+                    taken.append(snapshot_tier(con, flow.name, tier, now))
+    return taken
+
+
+def snapshot_tier(con: sqlite3.Connection, flow: str, tier: FlumeTier,
+                  now: datetime) -> dict[str, Any]:
+    data = fetch_metrics(tier)
+    snap = parse_metrics(tier, data, now)
+    # to the microsecond: a snapshot stored a second early would claim counts it had not seen
+    taken_at = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
+                (flow, tier.name, taken_at, snap.source_start, snap.source_accepted,
+                 snap.sink_start, snap.sink_drained, json.dumps(data)))
+    return {"flow": flow, "tier": tier.name, "taken_at": iso_z(now),
+            "accepted": snap.source_accepted, "drained": snap.sink_drained}
+
+
+def load_snapshots(flow: str, tier: str, path: Path | None = None) -> list[Snapshot]:
+    with connect_store(path) as con:
+        rows = con.execute("SELECT taken_at, source_start, source_accepted, sink_start, "
+                           "sink_drained FROM flume_snapshot WHERE flow = ? AND tier = ? "
+                           "ORDER BY taken_at", (flow, tier)).fetchall()
+    # sorted as times, not text: stores written before microseconds mix both spellings
+    return sorted((Snapshot(parse_instant(r[0], f"snapshot of {flow}/{tier}"), r[1], r[2],
+                            r[3], r[4]) for r in rows), key=lambda s: s.taken_at)
+
+
+def growth(snaps: list[Snapshot], value: str, start_field: str) -> tuple[int, int]:
+    """Growth of a cumulative counter along consecutive snapshots, and the restarts seen."""
+    total, restarts = 0, 0
+    for a, b in zip(snaps, snaps[1:], strict=False):
+        va, vb = getattr(a, value), getattr(b, value)
+        if getattr(b, start_field) == getattr(a, start_field) and vb >= va:
+            total += vb - va
+        else:  # restarted: the new process counted vb since it started
+            restarts += 1
+            total += vb
+    return total, restarts
+
+
+def bracket(snaps: list[Snapshot], lo: datetime, hi: datetime) -> list[Snapshot] | None:
+    """The snapshots from the last one at or before lo to the first at or after hi."""
+    before = [s for s in snaps if s.taken_at <= lo]
+    after = [s for s in snaps if s.taken_at >= hi]
+    if not before or not after:
+        return None
+    return [s for s in snaps if before[-1].taken_at <= s.taken_at <= after[0].taken_at]
+
+
+def stage_flume_tier(flow: Flow, tier: FlumeTier, window: Window,
+                     path: Path | None = None) -> list[dict[str, Any]]:
+    """Two count-only points (source, sink) with counts per bucket, or reasons why not."""
+    snaps = load_snapshots(flow.name, tier.name, path)
+    points = []
+    for point, value, start_field in (("source", "source_accepted", "source_start"),
+                                      ("sink", "sink_drained", "sink_start")):
+        buckets: dict[str, int] = {}
+        reasons: list[str] = []
+        restarts = 0
+        t = window.start
+        while t < window.end:
+            hi = min(t + flow.bucket, window.end)
+            chain = bracket(snaps, t, hi)
+            if chain is None:
+                reasons.append(f"tier '{tier.name}': no Flume snapshot brackets {iso_z(t)} - "
+                               f"{iso_z(hi)} (run `kafka-recon snapshot` on a schedule)")
+                break
+            n, r = growth(chain, value, start_field)
+            buckets[iso_z(t)] = n
+            restarts += r
+            t = hi
+        points.append({"name": f"{tier.name}.{point}", "kind": "counts",
+                       "count": sum(buckets.values()), "buckets": buckets,
+                       "restarts": restarts, "reasons": reasons})
+    return points
+
+

@@ -1,0 +1,95 @@
+"""Step 1, stage: check and count the upstream sources of one window.
+
+An `ids:` tier is checked here (reachable, returns `id` and `event_time`) and counted; Spark reads
+its ids itself later. A `counts:` tier is read here, whole: its query returns one row per bucket
+(`bucket`, `count`), a handful of rows. Flume tiers are staged from metrics snapshots
+(kafka_recon.sources.flume).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.config import SqlTier
+from kafka_recon.errors import SourceError
+from kafka_recon.sources.connections import resolve, where
+from kafka_recon.window import Window
+
+
+def _engine(tier: SqlTier) -> tuple[Any, str]:
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        url = resolve(tier.conn)
+    except SourceError as exc:
+        raise SourceError(f"tier '{tier.name}': {exc}") from None
+    u = make_url(url)
+    # SQLite would silently create an empty file where a database was expected
+    if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).exists():
+        raise SourceError(f"tier '{tier.name}': sqlite file {u.database} does not exist")
+    connect_args = {"connect_timeout": 10} if u.get_backend_name() == "postgresql" else {}
+    try:
+        return create_engine(url, connect_args=connect_args), url
+    except (SQLAlchemyError, ImportError) as exc:  # a driver that is not installed
+        raise SourceError(f"tier '{tier.name}' ({where(url)}): {exc}") from None
+
+
+def _run(tier: SqlTier, sql: str, params: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    engine, url = _engine(tier)
+    try:
+        with engine.connect() as con:
+            res = con.execute(text(sql), params)
+            return list(res.keys()), list(res.fetchall())
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise SourceError(f"tier '{tier.name}' ({where(url)}): {reason}") from exc
+    finally:
+        engine.dispose()
+
+
+def _require(tier: SqlTier, kind: str, columns: list[str], needed: tuple[str, ...]) -> None:
+    lower = [c.lower() for c in columns]
+    absent = [c for c in needed if c not in lower]
+    if absent:
+        raise SourceError(f"tier '{tier.name}': the '{kind}' query returns columns {columns}; "
+                          f"it must return {', '.join(repr(c) for c in needed)} "
+                          f"(missing {', '.join(absent)})")
+
+
+def stage_sql_tier(tier: SqlTier, window: Window, bucket: timedelta) -> dict[str, Any]:
+    params = window.sql_params()
+    if tier.ids is not None:
+        columns, _ = _run(tier, f"SELECT * FROM ({tier.ids}) AS q WHERE 1 = 0", params)
+        _require(tier, "ids", columns, ("id", "event_time"))
+        _, rows = _run(tier, f"SELECT COUNT(*), COUNT(DISTINCT id) FROM ({tier.ids}) AS q",
+                       params)
+        return {"name": tier.name, "kind": "ids", "count": int(rows[0][0]),
+                "distinct": int(rows[0][1])}
+    columns, rows = _run(tier, tier.counts or "", params)
+    _require(tier, "counts", columns, ("bucket", "count"))
+    idx = {c.lower(): i for i, c in enumerate(columns)}
+    buckets: dict[str, int] = {}
+    for row in rows:
+        key = _bucket_key(row[idx["bucket"]], window, bucket, tier.name)
+        buckets[key] = buckets.get(key, 0) + int(row[idx["count"]])
+    return {"name": tier.name, "kind": "counts", "count": sum(buckets.values()),
+            "buckets": buckets}
+
+
+def _bucket_key(value: Any, window: Window, bucket: timedelta, tier: str) -> str:
+    """A count query's bucket value, aligned to the flow's bucket and written in UTC."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if not isinstance(value, datetime):
+        raise SourceError(f"tier '{tier}': the counts query's 'bucket' must be a time, "
+                          f"got {value!r}")
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    steps = (value - window.start) // bucket
+    return (window.start + steps * bucket).strftime("%Y-%m-%dT%H:%M:%SZ")

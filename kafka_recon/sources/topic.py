@@ -1,0 +1,192 @@
+"""Topic facts through the Kafka protocol: partitions, the offsets a window spans, retention.
+
+Offsets are found by timestamp (start, and end plus grace) so Spark reads exactly the window's
+records; the difference of those offsets is the quick estimate, never the verdict (transaction
+markers and compaction leave gaps in offsets). Only metadata passes through here, never records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kafka_recon.errors import TopicError
+
+TIMEOUT_S = 15.0
+NO_COMMIT = -1001  # librdkafka's OFFSET_INVALID: the group never committed this partition
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    partition: int
+    start: int            # first offset at or after the window start
+    end: int              # first offset at or after the window end plus grace (exclusive)
+    log_start: int        # earliest offset still on the broker
+    high_watermark: int
+    first_timestamp: int | None = None  # ms, of the record at log_start when log_start > 0
+
+
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
+
+    # a throwaway group id: librdkafka wants one, but this consumer never joins or commits
+    return Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"kafka-recon-facts-{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "socket.timeout.ms": int(TIMEOUT_S * 1000),
+        "log_level": 3,
+    })
+
+
+def topic_metadata(client: Any, bootstrap: str, topic: str,
+                   settle_s: float = 10.0) -> tuple[Any, Any]:
+    """(cluster metadata, topic metadata) once a broker answers with the topic whole.
+
+    A new topic's metadata reaches brokers one by one, and a leader election leaves partitions
+    briefly leaderless: those answers are retried for a few seconds before the topic is called
+    missing.
+    """
+    import time
+
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            md = client.list_topics(topic, timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicError(f"kafka at {bootstrap} cannot be reached: {exc}") from exc
+        tmd = md.topics.get(topic)
+        if tmd is not None and tmd.error is None and tmd.partitions:
+            return md, tmd
+        if time.monotonic() > deadline:
+            raise TopicError(f"topic '{topic}' does not exist on kafka at {bootstrap}"
+                             + (f" ({tmd.error.str()})" if tmd is not None and tmd.error
+                                else ""))
+        time.sleep(0.3)
+
+
+def partitions(consumer: Any, bootstrap: str, topic: str) -> list[int]:
+    """The topic's partition ids."""
+    return sorted(topic_metadata(consumer, bootstrap, topic)[1].partitions)
+
+
+def check_topic(bootstrap: str, topic: str) -> list[int]:
+    """The topic's partitions; TopicError naming the broker or topic when it cannot be read."""
+    consumer = _consumer(bootstrap)
+    try:
+        return partitions(consumer, bootstrap, topic)
+    finally:
+        consumer.close()
+
+
+def _first_timestamp(consumer: Any, topic: str, partition: int, offset: int) -> int | None:
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    try:
+        msg = consumer.poll(TIMEOUT_S)
+        if msg is None or msg.error() is not None:
+            return None
+        return int(msg.timestamp()[1])
+    finally:
+        consumer.unassign()
+
+
+def window_offsets(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> list[PartitionRange]:
+    from confluent_kafka import KafkaException, TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        parts = partitions(consumer, bootstrap, topic)
+        starts = consumer.offsets_for_times(
+            [TopicPartition(topic, p, start_ms) for p in parts], timeout=TIMEOUT_S)
+        ends = consumer.offsets_for_times(
+            [TopicPartition(topic, p, end_ms) for p in parts], timeout=TIMEOUT_S)
+        out = []
+        for p, s, e in zip(parts, starts, ends, strict=True):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                       timeout=TIMEOUT_S, cached=False)
+            first = _first_timestamp(consumer, topic, p, low) if low > 0 and low < high else None
+            # -1: no record at or after that time, so the range runs to the log end
+            out.append(PartitionRange(p, high if s.offset < 0 else s.offset,
+                                      high if e.offset < 0 else e.offset, low, high, first))
+        return out
+    except KafkaException as exc:
+        raise TopicError(f"topic '{topic}' on kafka at {bootstrap}: {exc}") from exc
+    finally:
+        consumer.close()
+
+
+def retention_cut(ranges: list[PartitionRange], start_ms: int) -> list[int]:
+    """Partitions where retention may have deleted records of the window.
+
+    Records before log_start are gone; if the oldest record left is already inside the window
+    (or later), the deleted ones may have been too, and nothing can tell how many.
+    """
+    return [r.partition for r in ranges
+            if r.log_start > 0 and (r.first_timestamp is None or r.first_timestamp >= start_ms)]
+
+
+def committed_offsets(bootstrap: str, topic: str, groups: list[str],
+                      parts: list[int]) -> dict[str, dict[int, int]]:
+    """Each production group's committed offset per partition (NO_COMMIT if none)."""
+    if not groups:
+        return {}
+    import time
+
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    # An OffsetFetch through a consumer that never subscribes: it does not join the group and
+    # never commits. (AdminClient.list_consumer_group_offsets crashes the process, in
+    # confluent-kafka 2.16, when the coordinator answers NOT_COORDINATOR.)
+    waiting = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+               KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
+    out: dict[str, dict[int, int]] = {}
+    for group in groups:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "enable.auto.commit": False, "log_level": 3})
+        try:
+            deadline = time.monotonic() + 3 * TIMEOUT_S
+            while True:
+                try:
+                    res = consumer.committed([TopicPartition(topic, p) for p in parts],
+                                             timeout=TIMEOUT_S)
+                    break
+                except KafkaException as exc:
+                    if exc.args[0].code() not in waiting or time.monotonic() > deadline:
+                        raise TopicError(f"consumer group '{group}' on kafka at {bootstrap}: "
+                                         f"{exc}") from exc
+                    time.sleep(0.5)  # the group coordinator is still loading
+        finally:
+            consumer.close()
+        out[group] = {tp.partition: tp.offset for tp in res}
+    return out
+
+
+def deleted_before_consumed(ranges: list[PartitionRange],
+                            committed: dict[str, dict[int, int]]) -> dict[str, int]:
+    """Per group, offsets deleted by retention before the group consumed them."""
+    log_start = {r.partition: r.log_start for r in ranges}
+    out = {}
+    for group, offsets in committed.items():
+        lost = sum(log_start.get(p, 0) - off for p, off in offsets.items()
+                   if off != NO_COMMIT and off < log_start.get(p, 0))
+        if lost:
+            out[group] = lost
+    return out
+
+
+def spark_offsets(topic: str, ranges: list[PartitionRange]) -> tuple[str, str]:
+    """startingOffsets / endingOffsets JSON for Spark's Kafka source."""
+    import json
+
+    start = {topic: {str(r.partition): r.start for r in ranges}}
+    end = {topic: {str(r.partition): r.end for r in ranges}}
+    return json.dumps(start), json.dumps(end)
+
+
+def as_json(ranges: list[PartitionRange]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in ranges]

@@ -1,0 +1,1 @@
+"""The Spark steps, replay and reconcile, and the session every one of them uses."""

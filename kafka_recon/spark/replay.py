@@ -1,0 +1,148 @@
+"""Step 2, replay: read the topic's window N times, each with a fresh consumer group.
+
+The `spark-submit` entry point is `spark_jobs/replay.py`; this module is the step itself.
+
+Each replay reads the offsets found by timestamp (window start .. window end + grace) with the
+official Spark Kafka source under its own group id prefix; Spark's batch Kafka source never
+commits offsets, so production consumer groups are never touched. Each replay's records
+(id, event time, partition, offset, Kafka timestamp) are written to `replays/rN/` (Parquet) for
+the reconcile step; only one summary row per replay reaches the driver.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from kafka_recon.config import Flow
+    from kafka_recon.runfolder import RunFolder
+    from kafka_recon.window import Window
+
+
+TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# ------------------------------------------------------------------ pure transforms
+def extract_records(raw: DataFrame, id_path: str, event_time_path: str) -> DataFrame:
+    """Kafka rows to (id, event_time, partition, offset, kafka_ts), with built-in functions only.
+
+    A value that is not JSON or lacks a field gives a null id or event time: the record is
+    counted as unidentifiable, never dropped.
+    """
+    from pyspark.sql import functions as F
+
+    value = F.col("value").cast("string")
+    top = [p[2:] for p in (id_path, event_time_path) if TOP_LEVEL.match(p)]
+    if len(top) == 2:
+        # both are top-level fields: parse each value once, not once per field
+        parsed = raw.select(F.json_tuple(value, *top).alias("_id", "_ts"), "partition",
+                            "offset", "timestamp")
+        return parsed.select(F.col("_id").alias("id"),
+                             F.col("_ts").cast("timestamp").alias("event_time"),
+                             "partition", "offset", F.col("timestamp").alias("kafka_ts"))
+    rec_id = (F.col("key").cast("string") if id_path == "key"
+              else F.get_json_object(value, id_path))
+    event_time = (F.col("timestamp") if event_time_path == "kafka_timestamp"
+                  else F.get_json_object(value, event_time_path).cast("timestamp"))
+    return raw.select(
+        rec_id.alias("id"),
+        event_time.alias("event_time"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp").alias("kafka_ts"),
+    )
+
+
+def summarize(records: DataFrame, start: datetime, end: datetime,
+              closes_at: datetime | None = None) -> DataFrame:
+    """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint,
+    and `out_of_order`.
+
+    The fingerprint is the sum of 64-bit hashes of the window's ids (an exact decimal): it does
+    not depend on the order records were read in, and replays that read different id multisets
+    disagree on it.
+
+    The offsets read are found by Kafka timestamp: from the first record at or after the window
+    start to the first at or after its close. A record between them stamped before the start or
+    at or after the close proves the partition's timestamps are out of order, so records of the
+    window may also lie outside those offsets: `out_of_order` counts them.
+    """
+    from pyspark.sql import functions as F
+
+    identifiable = F.col("id").isNotNull() & F.col("event_time").isNotNull()
+    in_window = identifiable & (F.col("event_time") >= F.lit(start)) & \
+        (F.col("event_time") < F.lit(end))
+    return records.agg(
+        F.count(F.lit(1)).alias("read"),
+        F.count(F.when(in_window, 1)).alias("count"),
+        F.count_distinct(F.when(in_window, F.col("id"))).alias("distinct"),
+        F.count(F.when(~identifiable, 1)).alias("unidentifiable"),
+        F.coalesce(F.sum(F.when(in_window, F.xxhash64("id").cast("decimal(38,0)"))),
+                   F.lit(0).cast("decimal(38,0)")).cast("string").alias("fingerprint"),
+        F.count(F.when((F.col("kafka_ts") < F.lit(start))
+                       | (F.col("kafka_ts") >= F.lit(closes_at or end)), 1)).alias("out_of_order"),
+    )
+
+
+# ------------------------------------------------------------------ I/O
+def read_window(spark: SparkSession, bootstrap: str, topic: str, starting: str, ending: str,
+                group_prefix: str, isolation_level: str) -> DataFrame:
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", starting)
+        .option("endingOffsets", ending)
+        .option("groupIdPrefix", group_prefix)
+        .option("kafka.isolation.level", isolation_level)
+        .option("failOnDataLoss", "true")
+        .load()
+        .select("key", "value", "partition", "offset", "timestamp")
+    )
+
+
+def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
+        replays_wanted: int | None = None) -> dict[str, Any]:
+    """Replay the window `replays_wanted` times (default: the flow's count) into the folder."""
+    from kafka_recon.sources.topic import (
+        as_json,
+        committed_offsets,
+        spark_offsets,
+        window_offsets,
+    )
+    from kafka_recon.window import Window
+
+    tier = flow.topic_tier
+    ranges = window_offsets(tier.bootstrap, tier.topic, Window.millis(window.start),
+                            Window.millis(window.closes_at))
+    committed = committed_offsets(tier.bootstrap, tier.topic, tier.consumer_groups,
+                                  [r.partition for r in ranges])
+    starting, ending = spark_offsets(tier.topic, ranges)
+    replays = []
+    for i in range(1, (replays_wanted or flow.replays) + 1):
+        group = f"kafka-recon-{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
+        raw = read_window(spark, tier.bootstrap, tier.topic, starting, ending, group,
+                          tier.isolation_level)
+        target = folder.replay_dir(i)
+        # overwrite: re-running the window replaces this replay
+        extract_records(raw, flow.record.id, flow.record.event_time) \
+            .write.mode("overwrite").parquet(str(target))
+        # an aggregate always yields exactly one row
+        row = summarize(spark.read.parquet(str(target)), window.start, window.end,
+                        window.closes_at).collect()[0]
+        replays.append({"group": group, "path": str(target), **row.asDict()})
+    out = {
+        "tier": tier.name,
+        "offsets": as_json(ranges),
+        "estimate": sum(r.end - r.start for r in ranges),
+        "committed": {g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
+        "replays": replays,
+    }
+    folder.write_json(folder.replays, out)
+    return out
+

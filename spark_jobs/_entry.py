@@ -1,0 +1,33 @@
+"""What both spark-submit entry points share: the arguments, and the call into the package."""
+
+from __future__ import annotations
+
+import json
+import sys
+from argparse import ArgumentParser
+from pathlib import Path
+
+
+def main(step: str, description: str, argv: list[str] | None = None) -> int:
+    p = ArgumentParser(prog=step, description=description)
+    p.add_argument("--config", required=True, type=Path, help="flow config YAML")
+    p.add_argument("--flow", required=True, help="flow name in the config")
+    p.add_argument("--start", required=True, help="window start, ISO 8601")
+    p.add_argument("--end", required=True, help="window end, ISO 8601")
+    p.add_argument("--out", required=True, type=Path, help="the run folder")
+    if step == "replay":
+        p.add_argument("--replays", type=int, default=None,
+                       help="override the flow's replay count")
+    a = p.parse_args(sys.argv[1:] if argv is None else argv)
+
+    from kafka_recon.errors import EXIT_ERROR, ReconError
+    from kafka_recon.orchestrate import load, spark_step
+
+    try:
+        run = load(a.flow, a.start, a.end, a.config, a.out)
+        summary = spark_step(step, run, getattr(a, "replays", None))
+    except ReconError as exc:  # already journalled, and the result says so
+        print(f"kafka-recon {step}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(json.dumps(summary))
+    return 0
