@@ -269,7 +269,8 @@ def execute(run: Run, spark: SparkSession | Callable[[], SparkSession],
         stage(run)
         clock.lap("stage")
         if callable(spark):
-            made = spark = spark()
+            with _guarded(run, "replay", "replay spark"):  # a Spark that cannot start
+                made = spark = spark()
             clock.lap("spark_start")
         replay(run, spark, replays)
         clock.lap("replay")

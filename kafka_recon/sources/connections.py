@@ -98,7 +98,7 @@ def normalise(url: str, conn_id: str | None = None) -> str:
     name = f"connection '{conn_id}'" if conn_id else "connection"
     try:
         backend = make_url(url).get_backend_name()
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # a malformed URL, a port that is not a number
         raise SourceError(f"{name}: not a database URL: {redact(url)}") from None
     if backend not in SUPPORTED:
         raise SourceError(f"{name}: no driver is bundled for '{backend}' "

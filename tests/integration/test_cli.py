@@ -21,12 +21,13 @@ CLI = str(Path(sys.executable).parent / "kafka-recon")
 
 
 def run(config: Path, out: Path, start: datetime = START, end: datetime = END,
-        flow: str = "f") -> subprocess.CompletedProcess[str]:
+        flow: str = "f", env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+        ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CLI, "run", "--config", str(config), "--flow", flow,
                            "--start", start.isoformat(), "--end", end.isoformat(),
-                           "--out", str(out)],
+                           "--out", str(out), *args],
                           capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
 
 
 def test_findings_exit_1_and_a_rerun_replaces_the_output(kafka: KafkaCluster,
@@ -61,13 +62,24 @@ def test_clean_window_exits_0(kafka: KafkaCluster, tmp_path: Path) -> None:
 
 
 def bad(tmp_path: Path, config_text: str | None = None, **kw: object) -> str:
+    """Exit 2, no traceback, and one line on stderr saying what and where."""
     config = tmp_path / "bad.yaml"
     if config_text is not None:
         config.write_text(config_text)
     done = run(config, tmp_path / "out", **kw)  # type: ignore[arg-type]
     assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
     assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("kafka-recon")]
+    assert len(lines) == 1, done.stderr[-2000:]
     return done.stderr.strip()
+
+
+def inconclusive(out: Path) -> str:
+    """The run folder's result is inconclusive; its one reason."""
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "inconclusive", result
+    [reason] = result["reasons"]
+    return str(reason)
 
 
 @pytest.fixture
@@ -138,3 +150,67 @@ def test_query_without_id_column(good: Scenario, tmp_path: Path) -> None:
     msg = bad(tmp_path, text)
     assert "tier 'db': the 'ids' query returns columns ['order_id', 'event_time']" in msg
     assert "(missing id)" in msg
+
+
+# ------------------------------------------------------------------ the one failure policy
+def test_missing_jars_exit_2_naming_the_folder_before_anything_is_written(
+        good: Scenario, tmp_path: Path) -> None:
+    empty = tmp_path / "no-jars"
+    empty.mkdir()
+    msg = bad(tmp_path, good.config.read_text(), env={"KAFKA_RECON_JARS": str(empty)})
+    assert f"no jars in {empty / 'spark'}: run `make jars`" in msg
+    assert not (tmp_path / "out" / "result.json").exists()
+
+
+def test_a_malformed_client_properties_file_exit_2_naming_file_and_line(
+        good: Scenario, tmp_path: Path) -> None:
+    props = tmp_path / "producer.properties"
+    props.write_text("acks=all\njust words\n")
+    text = good.config.read_text().replace(
+        "consumer_groups: []", f"consumer_groups: []\n        producer_properties: {props}")
+    assert f"client properties file {props}, line 2: expected key=value" in bad(tmp_path, text)
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("postgresql://u:secret@127.0.0.1:notaport/sink", "not a database URL"),
+    ("mysql://u:secret@127.0.0.1/sink", "no driver is bundled for 'mysql'"),
+])
+def test_a_database_url_that_cannot_be_used_is_an_inconclusive_run_naming_the_tier(
+        good: Scenario, tmp_path: Path, url: str, says: str) -> None:
+    text = good.config.read_text().replace(f"sqlite:///{good.down}", url)
+    msg = bad(tmp_path, text)
+    assert "tier 'sink'" in msg and says in msg
+    assert "secret" not in msg, "a password never reaches a message"
+    reason = inconclusive(tmp_path / "out")
+    assert "tier 'sink'" in reason and says in reason and "secret" not in reason
+
+
+def test_a_json_form_airflow_connection_is_read_outside_airflow(kafka: KafkaCluster,
+                                                                tmp_path: Path) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    rows = {i: at(i) for i in range(1, 6)}
+    scn.upstream(rows)
+    scn.produce(list(rows.items()))
+    scn.sink(list(rows.items()))
+    scn.config.write_text(scn.config.read_text().replace(f"sqlite:///{scn.down}", "sink_json"))
+    conn = json.dumps({"conn_type": "sqlite", "host": str(scn.down)})
+    done = run(scn.config, tmp_path / "out", env={"AIRFLOW_CONN_SINK_JSON": conn})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "OK - every record accounted for" in done.stdout
+
+
+def test_a_malformed_json_connection_is_an_inconclusive_run_naming_it(good: Scenario,
+                                                                       tmp_path: Path) -> None:
+    text = good.config.read_text().replace(f"sqlite:///{good.down}", "sink_json")
+    msg = bad(tmp_path, text, env={"AIRFLOW_CONN_SINK_JSON": '{"conn_type": "sqlite",'})
+    assert "connection 'sink_json': AIRFLOW_CONN_SINK_JSON is not valid JSON" in msg
+    assert "connection 'sink_json'" in inconclusive(tmp_path / "out")
+
+
+def test_a_spark_failure_exits_2_with_one_line_and_an_inconclusive_result_naming_the_step(
+        good: Scenario, tmp_path: Path) -> None:
+    msg = bad(tmp_path, good.config.read_text(), args=("--master", "bogus://nowhere"))
+    # Spark's own lines above it say why ("Could not parse Master URL"); ours names the step
+    assert "kafka-recon: step 'replay' failed: PySparkRuntimeError" in msg
+    assert "the 'replay' step failed: PySparkRuntimeError" in inconclusive(tmp_path / "out")
+    assert (tmp_path / "out" / "report.html").exists(), "the report says why, too"
