@@ -65,7 +65,7 @@ def url_from_fields(conn_id: str, conn_type: str | None, host: str | None = None
 def _from_airflow_value(conn_id: str, value: str, var: str) -> str:
     """AIRFLOW_CONN_* in URI or JSON form."""
     text = value.strip()
-    if text.startswith("{"):
+    if text.startswith(("{", "[")):  # Airflow's JSON form (an array is a malformed one)
         try:
             fields = json.loads(text)
         except ValueError as exc:

@@ -20,7 +20,7 @@ DAY = datetime(2026, 11, 20, tzinfo=UTC)
 
 
 def result(start: datetime, topic_per_hour: int, missing: int = 0, status: str = "ok",
-           flow: str = "clicks", **more: Any) -> Result:
+           flow: str = "clicks", findings: list[Any] | None = None) -> Result:
     day = hours(start)
     return make_result(
         flow, start, status=status,
@@ -34,8 +34,9 @@ def result(start: datetime, topic_per_hour: int, missing: int = 0, status: str =
                   buckets=[{"bucket": h, "expected": topic_per_hour,
                             "observed": topic_per_hour - (missing if i == 0 else 0),
                             "missing": missing if i == 0 else 0} for i, h in enumerate(day)])],
-        findings=[finding("loss", "consume", "clicks_topic->lake", missing)] if missing else [],
-        reasons=[] if status != "inconclusive" else ["the window plus grace is open"], **more)
+        findings=(findings or []) + (
+            [finding("loss", "consume", "clicks_topic->lake", missing)] if missing else []),
+        reasons=[] if status != "inconclusive" else ["the window plus grace is open"])
 
 
 @pytest.fixture
@@ -110,3 +111,13 @@ def test_volume_band_needs_enough_history_and_ignores_inconclusive_windows(eng: 
     assert band["min"] is None and band["history"] == [2400]
     assert band["note"] == ("volume band not checked: 1 of the 2 same-weekday windows it needs "
                             "are recorded")
+
+
+def test_late_records_and_audit_risks_are_not_counted_as_findings(eng: Any) -> None:
+    late = result(DAY, 10, findings=[
+        finding("late", "write", "db->clicks_topic", 4),
+        finding("config_risk", "write", "clicks_topic", 1, rule="T1-replication",
+                severity="high")])
+    history.record(late, "/r", eng=eng)
+    [row] = history.flow_runs("clicks", eng=eng)
+    assert (row["status"], row["findings"]) == ("ok", 0)

@@ -1,0 +1,122 @@
+"""The run folder: a step's outputs cleared before it runs, the journal, what may be served, and
+a run that stopped half-way concluded inconclusive, naming the step."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kafka_recon import orchestrate
+from kafka_recon.runfolder import RunFolder
+from tests.factories import FLOWS, finding, result
+
+pytestmark = pytest.mark.unit
+
+START, END = "2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> orchestrate.Run:
+    return orchestrate.load("demo", START, END, FLOWS, tmp_path / "run")
+
+
+def _previous_ok_run(run: orchestrate.Run) -> None:
+    """What an earlier, successful run of the same window left behind."""
+    folder = run.folder
+    folder.write_json(folder.result, result("demo").as_json())
+    folder.write_json(folder.validation, {"success": True})
+    (run.out / "report.html").write_text("old report: OK")
+    (run.out / "missing").mkdir()
+    (run.out / "missing" / "orders_db__orders_topic.csv").write_text("id\n")
+    for step in ("stage", "replay", "reconcile"):
+        folder.mark(step, "done")
+
+
+def test_begin_clears_every_output_of_an_earlier_run(run: orchestrate.Run) -> None:
+    _previous_ok_run(run)
+    orchestrate.begin(run)
+    left = sorted(p.name for p in run.out.iterdir() if not p.name.startswith("."))
+    assert left == ["steps.json"] and run.folder.steps() == {}
+
+
+def test_a_run_whose_replay_failed_concludes_inconclusive_naming_it_not_the_old_ok(
+        run: orchestrate.Run) -> None:
+    _previous_ok_run(run)
+    orchestrate.begin(run)
+    run.folder.mark("stage", "done")
+    run.folder.mark("replay", "started")  # spark-submit was killed: no end was written
+    concluded = orchestrate.conclude(run)
+    assert concluded.status == "inconclusive"
+    assert concluded.reasons == ["the 'replay' step did not finish: it started but never "
+                                 "finished (killed, or its process died)"]
+    assert json.loads(run.folder.result.read_text())["status"] == "inconclusive"
+
+
+def test_a_step_that_never_started_is_named_after_the_last_that_finished(
+        run: orchestrate.Run) -> None:
+    orchestrate.begin(run)
+    run.folder.mark("stage", "done")  # then the replay task failed before running any code
+    assert orchestrate.conclude(run).reasons == [
+        "the 'replay' step did not finish: it did not run (an earlier task failed or was "
+        "skipped)"]
+
+
+def test_a_failed_staging_task_is_named_with_its_reason(run: orchestrate.Run) -> None:
+    orchestrate.begin(run)
+    run.folder.mark("stage orders_db", "started")
+    run.folder.mark("stage warehouse", "failed", "OSError: disk full")
+    assert orchestrate.conclude(run).reasons == [
+        "the 'stage warehouse' step did not finish: OSError: disk full"]
+
+
+def test_a_finished_run_concludes_with_its_own_result(run: orchestrate.Run) -> None:
+    orchestrate.begin(run)
+    mine = result("demo", findings=[finding("loss", "write", "orders_db->orders_topic", 3)])
+    run.folder.write_json(run.folder.result, mine.as_json())
+    for step in ("stage", "replay", "reconcile"):
+        run.folder.mark(step, "done")
+    assert orchestrate.conclude(run) == mine
+
+
+def test_only_run_artefacts_are_served(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    folder = RunFolder(root / "f" / "w")
+    (folder.path / "missing").mkdir(parents=True)
+    (folder.path / "missing" / "a__b.csv").write_text("id\n1\n")
+    docs = folder.path / "gx" / "uncommitted" / "data_docs" / "local_site"
+    docs.mkdir(parents=True)
+    (docs / "index.html").write_text("docs")
+    for name in ("report.html", "result.json", "stage.json", "steps.json"):
+        (folder.path / name).write_text("x")
+    (folder.path / "gx" / "great_expectations.yml").write_text("x")
+    (root / "history.db").write_text("x")
+    (root / "flume.db").write_text("x")
+    assert folder.servable("report.html") == (folder.path / "report.html").resolve()
+    assert folder.servable("missing/a__b.csv") is not None
+    assert folder.servable("gx/uncommitted/data_docs/local_site") == (docs / "index.html"
+                                                                      ).resolve()
+    for rel in ("result.json", "stage.json", "steps.json", "gx/great_expectations.yml",
+                "../../history.db", "../../flume.db", "missing", "nothing.html"):
+        assert folder.servable(rel) is None, rel
+
+
+def test_a_link_inside_a_run_folder_is_never_followed(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "runs" / "f" / "w")
+    (folder.path / "missing").mkdir(parents=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret")
+    os.symlink(secret, folder.path / "missing" / "x.csv")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "index.html").write_text("secret")
+    os.symlink(outside, folder.path / "unexpected")
+    docs = folder.path / "gx" / "uncommitted" / "data_docs"
+    docs.mkdir(parents=True)
+    os.symlink(secret, docs / "index.html")
+    assert folder.servable("missing/x.csv") is None
+    assert folder.servable("unexpected") is None and folder.servable("unexpected/index.html") \
+        is None
+    assert folder.servable("gx/uncommitted/data_docs") is None
