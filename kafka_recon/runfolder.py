@@ -171,7 +171,8 @@ class RunFolder:
                 if entry.get("state") == "started":
                     return name, "it started but never finished (killed, or its process died)"
             if journal.get(step, {}).get("state") != "done":
-                return step, "it did not run (an earlier task failed or was skipped)"
+                return step, ("it never began (its task failed before the step started, or an "
+                              "earlier task failed; see the task logs)")
         return None
 
     # ------------------------------------------------------------------ serving

@@ -60,8 +60,8 @@ def test_a_step_that_never_started_is_named_after_the_last_that_finished(
     orchestrate.begin(run)
     run.folder.mark("stage", "done")  # then the replay task failed before running any code
     assert orchestrate.conclude(run).reasons == [
-        "the 'replay' step did not finish: it did not run (an earlier task failed or was "
-        "skipped)"]
+        "the 'replay' step did not finish: it never began (its task failed before the "
+        "step started, or an earlier task failed; see the task logs)"]
 
 
 def test_a_failed_staging_task_is_named_with_its_reason(run: orchestrate.Run) -> None:

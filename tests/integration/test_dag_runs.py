@@ -1,0 +1,131 @@
+"""The daily DAG run by Airflow itself (`airflow dags test`): a SQL connection Airflow holds in
+its metadata database reaches Spark with its password in no log, no command line and no
+rendered field; and a re-run that fails half-way is reported as the inconclusive run it is,
+never as the previous run's answer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from harness.services.airflow import airflow, airflow_env
+from harness.services.kafka import KafkaCluster
+from harness.services.smtp import MailCatcher, read_maildir
+from tests.integration.engine_harness import END, START, Scenario, at
+
+pytestmark = pytest.mark.integration
+
+LOST = {7, 23}
+
+
+@dataclass
+class DagRun:
+    work: Path
+    env: dict[str, str]
+    password: str
+    mail: Path
+    out: Path
+
+    def test(self, log: str, **env: str) -> int:
+        """`airflow dags test` of the flow's daily DAG for the window START..END."""
+        done = airflow(["dags", "test", "recon__f", END.isoformat()], {**self.env, **env},
+                       self.work / log)
+        return done.returncode
+
+    def result(self) -> dict[str, Any]:
+        return dict(json.loads((self.out / "result.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[DagRun]:
+    work = tmp_path_factory.mktemp("dagrun")
+    password = f"pw-{uuid.uuid4().hex}"
+    sink = make_url(postgres.create_database("dag_sink")).set(password=password)
+    scn = Scenario(work, kafka.bootstrap, down_url=sink.render_as_string(hide_password=False))
+    rows = {i: at(i * 10) for i in range(1, 41)}
+    scn.upstream(rows)
+    scn.produce(list(rows.items()))
+    scn.sink([(i, t) for i, t in rows.items() if i not in LOST])
+    # the flow names a connection id; only Airflow's metadata database knows it
+    scn.config.write_text(scn.config.read_text().replace(str(scn.down_url), "sink_pg"))
+    mail = MailCatcher(work / "mail").start()
+    env = airflow_env(work / "airflow", smtp_port=mail.port, extra={
+        "KAFKA_RECON_CONFIG": str(scn.config), "KAFKA_RECON_OUT": str(work / "runs"),
+        "KAFKA_RECON_TASK_RETRIES": "0"})
+    conns = work / "conns.json"
+    conns.write_text(json.dumps({"sink_pg": {
+        "conn_type": "postgres", "host": sink.host, "port": sink.port, "schema": sink.database,
+        "login": sink.username, "password": password}}))
+    try:
+        for args in (["db", "migrate"], ["connections", "import", str(conns)]):
+            assert airflow(args, env, work / "setup.log").returncode == 0, work / "setup.log"
+        conns.unlink()
+        window = f"{START:%Y-%m-%dT%H%M%SZ}_{END:%Y-%m-%dT%H%M%SZ}"
+        yield DagRun(work, env, password, work / "mail", work / "runs" / "f" / window)
+    finally:
+        mail.stop()
+
+
+def _files_holding(root: Path, secret: str) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*") if p.is_file()
+                  and secret.encode() in p.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def first_run(dag: DagRun) -> int:
+    return dag.test("first.log")
+
+
+def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
+        dag: DagRun, first_run: int) -> None:
+    result = dag.result()
+    assert first_run != 0, "findings end the run red"
+    assert result["status"] == "findings", result["reasons"]
+    sink = next(t for t in result["tiers"] if t["name"] == "sink")
+    assert sink["count"] == 40 - len(LOST), "Spark read the sink through the connection"
+    [loss] = [f for f in result["findings"] if f["kind"] == "loss"]
+    assert (loss["hop"], loss["count"]) == ("topic->sink", len(LOST))
+
+    log = (dag.work / "first.log").read_text()
+    assert "Spark-Submit cmd" in log and "kafka-recon-reconcile-f" in log
+    leaks = _files_holding(dag.work / "airflow" / "logs", dag.password) + \
+        _files_holding(dag.out, dag.password) + \
+        ([str(dag.work / "first.log")] if dag.password in log else [])
+    assert leaks == [], "the password is in a log or a run file"
+    with sqlite3.connect(dag.work / "airflow" / "airflow.db") as db:
+        rendered = [r[0] for r in db.execute(
+            "SELECT rendered_fields FROM rendered_task_instance_fields")]
+    assert rendered and not [r for r in rendered if dag.password in str(r)], \
+        "the password is in a rendered template field"
+
+
+def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_answer(
+        dag: DagRun, first_run: int, tmp_path: Path) -> None:
+    assert dag.result()["status"] == "findings"  # what the first run left
+    # spark-submit cannot find its application: the replay task fails, no Python runs
+    exit_code = dag.test("second.log", KAFKA_RECON_SPARK_JOBS=str(tmp_path / "nowhere"))
+    assert exit_code != 0, "the DAG run is red"
+    result = dag.result()
+    assert result["status"] == "inconclusive"
+    assert result["reasons"] == [
+        "the 'replay' step did not finish: it never began (its task failed before the step "
+        "started, or an earlier task failed; see the task logs)"]
+    assert not (dag.out / "validation.json").exists(), "the old validation is gone"
+    assert "records lost" not in (dag.out / "report.html").read_text()
+    subjects = [m["Subject"] for m in read_maildir(dag.mail)]
+    assert subjects[-1].endswith(": INCONCLUSIVE"), subjects
+
+    from kafka_recon.outputs import history
+
+    eng = history.engine(f"sqlite:///{dag.work / 'runs' / 'history.db'}")
+    [row] = history.flow_runs("f", eng=eng)
+    assert row["status"] == "inconclusive" and "'replay' step did not finish" in row["summary"]
