@@ -228,7 +228,8 @@ class KafkaCluster:
         state = self._require_state()
         d = self.node_dir(n.node_id)
         cmd = [java, "-cp", classpath, "kafka.tools.StorageTool", "format",
-               "-t", state.cluster_id, "-c", str(d / "server.properties")]
+               # `--cluster-id=`: one id in 32 starts with '-', which argparse reads as a flag
+               f"--cluster-id={state.cluster_id}", "-c", str(d / "server.properties")]
         if len(state.nodes) == 1:
             cmd.append("--standalone")
         proc = subprocess.run(cmd, capture_output=True, text=True,
