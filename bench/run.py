@@ -26,7 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.services.kafka import KafkaCluster, java_binary
+from harness.services.base import java_binary
+from harness.services.kafka import KafkaCluster
 from kafka_recon.settings import REPO_ROOT, kafka_classpath
 
 VENV_BIN = Path(sys.executable).parent

@@ -47,7 +47,7 @@ def hop(a: str, b: str, side: str, expected: int, observed: int, missing: int = 
 
 def finding(kind: str, side: str, at: str, count: int, **kw: Any) -> Finding:
     within = kw.pop("within_tolerance", kind in ("late", "config_risk", "health"))
-    return Finding(kind=kind, side=side, hop=at, count=count, within_tolerance=within,  # type: ignore[arg-type]
+    return Finding(kind=kind, side=side, hop=at, count=count, within_tolerance=within,
                    **kw)
 
 

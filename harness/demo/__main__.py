@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
-import subprocess
-import sys
+import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.demo import upstream
-from harness.demo.consumer import CRASH_EXIT
-from harness.demo.producer import publish_orders
+from harness.drill import ledger
+from harness.drill.apps import CRASH_EXIT
+from harness.drill.runner import CONSUMER_BASE, SAFE_PRODUCER, App, drain
+from harness.drill.truth import sql_time
 from harness.services.airflow import airflow, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.smtp import MailCatcher
@@ -29,44 +30,81 @@ from kafka_recon.settings import REPO_ROOT
 
 FLOW = "demo_orders"
 TOPIC = "orders"
+GROUP = "orders-loader"
+
+
+def _tables(workdir: Path, start: datetime, end: datetime, rows: int, seed: int = 7) -> None:
+    """`src` upstream with `rows` orders spread over the window, ids in time order (as a CDC
+    connector reads a log), and an empty sink `dst` (the drill apps' tables)."""
+    rnd = random.Random(seed)
+    span = int((end - start).total_seconds())
+    times = sorted(start + timedelta(seconds=rnd.randrange(span)) for _ in range(rows))
+    for db, ddl in (("upstream.db", "CREATE TABLE src (id INTEGER PRIMARY KEY, ts TEXT)"),
+                    ("sink.db", "CREATE TABLE dst (id INTEGER, ts TEXT)")):
+        (workdir / db).unlink(missing_ok=True)
+        with sqlite3.connect(workdir / db) as con:
+            con.execute(ddl)
+            if db == "upstream.db":
+                con.executemany("INSERT INTO src VALUES (?, ?)",
+                                [(i, sql_time(t)) for i, t in enumerate(times, 1)])
+
+
+def _ids(db: Path, table: str) -> set[int]:
+    with sqlite3.connect(db) as con:
+        return {int(r[0]) for r in con.execute(f"SELECT id FROM {table}")}  # noqa: S608
 
 
 def truth(workdir: Path) -> dict[str, Any]:
-    """What the demo really lost, from the apps' ledgers and the tables, not from kafka-recon."""
-    up = upstream.ids(workdir / "upstream.db", "orders")
-    sink = upstream.ids(workdir / "sink.db", "orders_copy")
-    crashed: list[int] = []
-    for line in (workdir / "ledger" / "consumer.jsonl").read_text().splitlines():
-        event = json.loads(line)
-        if event["event"] == "crash":
-            crashed += event["unprocessed"]
-    acked = set(json.loads((workdir / "ledger" / "producer.json").read_text())["acked"])
-    return {"upstream": len(up), "acked": len(acked), "sink": len(sink),
-            "lost_consume_side": sorted(acked - sink), "lost_write_side": sorted(up - acked),
-            "consumer_dropped": sorted(crashed)}
+    """What the demo really lost, from the apps' ledgers and the tables, not from kafka-recon.
+
+    The consumer dropped the records it committed and never wrote: acknowledged at an offset
+    below its committed offset for the partition, and not in its `processed` ledger.
+    """
+    up = _ids(workdir / "upstream.db", "src")
+    sink = _ids(workdir / "sink.db", "dst")
+    apps = workdir / "apps"
+    acked = ledger.read(apps / "producer" / "ledger", "acked")
+    committed: dict[int, int] = {}
+    for c in ledger.read(apps / "consumer" / "ledger", "committed"):
+        committed[int(c["partition"])] = max(committed.get(int(c["partition"]), 0),
+                                             int(c["offset"]))
+    processed = set(ledger.ids(apps / "consumer" / "ledger", "processed"))
+    dropped = sorted(int(a["id"]) for a in acked if int(a["id"]) not in processed
+                     and int(a["offset"]) < committed.get(int(a["partition"]), 0))
+    acked_ids = {int(a["id"]) for a in acked}
+    return {"upstream": len(up), "acked": len(acked_ids), "sink": len(sink),
+            "lost_consume_side": sorted(acked_ids - sink),
+            "lost_write_side": sorted(up - acked_ids), "consumer_dropped": dropped}
 
 
 def make_data(workdir: Path, bootstrap: str, start: datetime, end: datetime, orders: int,
               crash_after_batches: int) -> dict[str, Any]:
+    """The demo pipeline, run by the drill's own client apps: a safe producer, and a consumer
+    that commits before processing and crashes after committing a batch; it is restarted and
+    resumes from the committed offsets, so that batch is lost on the consume side."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(TOPIC, 3, 1)]).values():
         fut.result(30)
-    upstream.create_orders(workdir / "upstream.db", start, end, orders)
-    upstream.create_sink(workdir / "sink.db")
-    ledger = workdir / "ledger"
-    publish_orders(workdir / "upstream.db", bootstrap, TOPIC, ledger / "producer.json")
-    base = [sys.executable, "-m", "harness.demo.consumer", "--bootstrap", bootstrap,
-            "--topic", TOPIC, "--db", str(workdir / "sink.db"),
-            "--ledger", str(ledger / "consumer.jsonl")]
-    first = subprocess.run([*base, "--crash-after-batches", str(crash_after_batches)],
-                           capture_output=True, text=True, check=False, timeout=300)
-    if first.returncode != CRASH_EXIT:
-        raise RuntimeError(f"demo consumer should have crashed (exit {CRASH_EXIT}), "
-                           f"got {first.returncode}: {first.stderr[-2000:]}")
+    _tables(workdir, start, end, orders)
+    apps = workdir / "apps"
+    producer = App("producer", apps / "producer", {
+        "bootstrap": bootstrap, "topic": TOPIC, "upstream": str(workdir / "upstream.db"),
+        "config": SAFE_PRODUCER, "timestamps": "row"}).start()
+    if producer.wait(300) != 0:
+        raise RuntimeError(f"demo producer failed, see {apps / 'producer'}")
+    spec = {"bootstrap": bootstrap, "topic": TOPIC, "group": GROUP, "commit": "before",
+            "sink": str(workdir / "sink.db"), "config": CONSUMER_BASE, "batch": 100}
+    consumer = App("consumer", apps / "consumer",
+                   {**spec, "crash_after_batches": crash_after_batches}).start()
+    code = consumer.wait(300)
+    if code != CRASH_EXIT:
+        raise RuntimeError(f"demo consumer should have crashed (exit {CRASH_EXIT}), got {code}; "
+                           f"see {apps / 'consumer'}")
     # the restarted consumer resumes from the committed offsets: the crashed batch is skipped
-    subprocess.run(base, capture_output=True, text=True, check=True, timeout=300)
+    consumer.spec.pop("crash_after_batches")
+    drain(consumer.start())
     return truth(workdir)
 
 

@@ -11,24 +11,31 @@ Producer spec: bootstrap, topic, upstream (SQLite file), ledger, config (librdka
 callback (false: fire-and-forget, errors unseen), rate (records/s, 0 = as fast as possible),
 pad ({id: bytes} of payload padding), hold ({ids, until}: sent only from `until`, epoch s),
 transactions ({batch, abort_every}: each batch in a transaction, every n-th aborted and sent
-again).
+again), timestamps ("row": each record's Kafka timestamp is its row's time, as a CDC connector
+sets it; default: the time of sending).
 
 Consumer spec: bootstrap, topic, group, sink (SQLite file), ledger, config, commit ("auto",
 "before" or "after" processing), batch, process_ms (per record), upsert (the sink keeps one row
-per id), state (a JSON file the app rewrites: records processed, partitions at their end).
+per id), state (a JSON file the app rewrites: records processed, partitions at their end),
+crash_after_batches (K: the app dies right after committing its K-th batch, before writing it,
+with exit code 3; seed 000's "commit before processing" made certain).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from harness.drill.ledger import Ledger
+
+CRASH_EXIT = 3
 
 
 def _record(row_id: int, ts: str, pad: int) -> bytes:
@@ -56,6 +63,7 @@ def run_producer(spec: dict[str, Any]) -> int:
     held = set(hold.get("ids", []))
     rate = float(spec.get("rate", 0))
     tx = spec.get("transactions")
+    row_time = spec.get("timestamps") == "row"
 
     def on_delivery(err: Any, msg: Any) -> None:
         row_id = int(msg.key())
@@ -73,6 +81,9 @@ def run_producer(spec: dict[str, Any]) -> int:
         began = time.monotonic()
         for n, (row_id, ts) in enumerate(batch):
             kwargs: dict[str, Any] = {"on_delivery": callback} if callback else {}
+            if row_time:
+                kwargs["timestamp"] = int(datetime.strptime(ts, "%Y-%m-%d %H:%M:%S")
+                                          .replace(tzinfo=UTC).timestamp() * 1000)
             while True:
                 try:
                     producer.produce(topic, key=str(row_id), value=_record(row_id, ts,
@@ -144,8 +155,9 @@ def run_consumer(spec: dict[str, Any]) -> int:
         sink.execute("CREATE UNIQUE INDEX IF NOT EXISTS dst_id ON dst (id)")
         insert = "INSERT OR REPLACE"
     process_s = float(spec.get("process_ms", 0)) / 1000
+    crash_after = int(spec.get("crash_after_batches") or 0)
     at_eof: set[int] = set()
-    processed = 0
+    processed = batches = 0
 
     def save_state() -> None:
         assigned = sorted(tp.partition for tp in consumer.assignment())
@@ -185,6 +197,10 @@ def run_consumer(spec: dict[str, Any]) -> int:
         offsets = [TopicPartition(spec["topic"], p, o + 1) for p, o in last.items()]
         if commit == "before" and offsets:
             commit_sync(offsets)
+        if good:
+            batches += 1
+            if batches == crash_after:
+                os._exit(CRASH_EXIT)  # committed, not written: a crash, no cleanup
         for m in good:
             rec = json.loads(m.value())
             if process_s:

@@ -163,18 +163,22 @@ class Ctx:
         return app.start()
 
     def drain(self, *consumers: App, timeout: float = 180) -> None:
-        """Let consumers catch up with the topic's end, then stop them cleanly."""
-        def caught_up() -> bool:
-            states = [c.state() for c in consumers]
-            return all(s.get("caught_up") for s in states)
-        wait_for("the consumers to reach the end of the topic", caught_up, timeout)
+        drain(*consumers, timeout=timeout)
+
+
+def drain(*consumers: App, timeout: float = 180) -> None:
+    """Let consumers catch up with the topic's end, then stop them cleanly."""
+    def caught_up() -> bool:
+        states = [c.state() for c in consumers]
+        return all(s.get("caught_up") for s in states)
+    wait_for("the consumers to reach the end of the topic", caught_up, timeout)
+    counts = [c.state().get("processed") for c in consumers]
+    time.sleep(1.0)  # settled: nothing more processed in a second
+    while [c.state().get("processed") for c in consumers] != counts:
         counts = [c.state().get("processed") for c in consumers]
-        time.sleep(1.0)  # settled: nothing more processed in a second
-        while [c.state().get("processed") for c in consumers] != counts:
-            counts = [c.state().get("processed") for c in consumers]
-            time.sleep(1.0)
-        for c in consumers:
-            c.stop()
+        time.sleep(1.0)
+    for c in consumers:
+        c.stop()
 
 
 Act = Callable[[Ctx], None]

@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.services.kafka import JavaNotFoundError, KafkaCluster, KafkaStartError, _pid_alive
+from harness.services.base import JavaNotFoundError, pid_alive
+from harness.services.kafka import KafkaCluster, KafkaStartError
 from harness.services.ports import PortInUseError, free_port, wait_open
 from kafka_recon.settings import REPO_ROOT, MissingJarsError
 
@@ -55,7 +56,7 @@ def _smtp(args: argparse.Namespace) -> dict[str, object]:
     state_path = base / "smtp.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
     if args.action == "start":
-        if _pid_alive(state.get("pid")):
+        if pid_alive(state.get("pid")):
             raise KafkaStartError(f"an SMTP catcher already runs from {base} (pid {state['pid']})")
         port = args.port or free_port()
         base.mkdir(parents=True, exist_ok=True)
@@ -67,12 +68,12 @@ def _smtp(args: argparse.Namespace) -> dict[str, object]:
         wait_open(port, 20, "smtp catcher")
         state = {"pid": proc.pid, "port": port, "maildir": str(base / "mail")}
         state_path.write_text(json.dumps(state))
-    elif args.action == "stop" and _pid_alive(state.get("pid")):
+    elif args.action == "stop" and pid_alive(state.get("pid")):
         os.kill(state["pid"], signal.SIGTERM)
         deadline = time.monotonic() + 10
-        while _pid_alive(state["pid"]) and time.monotonic() < deadline:
+        while pid_alive(state["pid"]) and time.monotonic() < deadline:
             time.sleep(0.1)
-    return {**state, "running": _pid_alive(state.get("pid"))}
+    return {**state, "running": pid_alive(state.get("pid"))}
 
 
 def main(argv: list[str] | None = None) -> int:

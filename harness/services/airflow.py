@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.services.base import Service, ServiceError
 from kafka_recon.settings import REPO_ROOT
 
 VENV_BIN = Path(sys.executable).parent
@@ -58,11 +59,11 @@ def airflow(args: list[str], env: dict[str, str], log: Path,
                               stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
 
 
-class AirflowStartError(RuntimeError):
+class AirflowStartError(ServiceError):
     pass
 
 
-class AirflowServers:
+class AirflowServers(Service):
     """Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer on loopback.
 
     Each runs in its own session (setsid) and is stopped by process group: Airflow's components
@@ -196,9 +197,3 @@ class AirflowServers:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)  # whatever is left of the group
         self.procs.clear()
-
-    def __enter__(self) -> AirflowServers:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.services.kafka import _pid_alive, _wait_dead, java_binary
+from harness.services.base import Service, java_binary, pid_alive, wait_dead
 from harness.services.ports import HOST, free_port, wait_open
 from kafka_recon.settings import flume_classpath
 
@@ -40,7 +40,7 @@ a1.sinks.k1.kafka.producer.linger.ms = 5
 """
 
 
-class FlumeAgent:
+class FlumeAgent(Service):
     def __init__(self, folder: Path, bootstrap: str, topic: str) -> None:
         self.folder = folder.resolve()  # the agent runs in it: a relative path would nest
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -91,15 +91,15 @@ class FlumeAgent:
 
     def kill(self) -> None:
         """SIGKILL: the memory channel dies with the process."""
-        if self.pid and _pid_alive(self.pid):
+        if self.pid and pid_alive(self.pid):
             os.killpg(self.pid, signal.SIGKILL)
-            _wait_dead(self.pid, 30)
+            wait_dead(self.pid, 30)
         self.pid = None
 
     def stop(self) -> None:
-        if self.pid and _pid_alive(self.pid):
+        if self.pid and pid_alive(self.pid):
             os.killpg(self.pid, signal.SIGTERM)
-            if not _wait_dead(self.pid, 30):
+            if not wait_dead(self.pid, 30):
                 os.killpg(self.pid, signal.SIGKILL)
-                _wait_dead(self.pid, 10)
+                wait_dead(self.pid, 10)
         self.pid = None

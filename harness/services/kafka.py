@@ -8,10 +8,8 @@ invocation can kill or restart a broker of a cluster that an earlier one started
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -21,6 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.services.base import (
+    Service,
+    ServiceError,
+    java_binary,
+    pid_alive,
+    signal_group,
+    wait_dead,
+)
 from harness.services.ports import HOST, ensure_free, free_port, wait_open
 from kafka_recon.settings import kafka_classpath
 
@@ -44,47 +50,13 @@ logger.request.level = WARN
 """
 
 
-class JavaNotFoundError(RuntimeError):
+class KafkaStartError(ServiceError):
     pass
-
-
-class KafkaStartError(RuntimeError):
-    pass
-
-
-def java_binary() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    candidate = Path(java_home, "bin", "java") if java_home else None
-    if candidate and candidate.exists():
-        return str(candidate)
-    found = shutil.which("java")
-    if not found:
-        raise JavaNotFoundError(
-            "java not found: install a JDK 17 (Debian: openjdk-17-jdk-headless) or set JAVA_HOME"
-        )
-    return found
 
 
 def new_cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child still answers kill(0); ask /proc whether it really runs
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @dataclass
@@ -102,7 +74,7 @@ class ClusterState:
     broker_config: dict[str, str] = field(default_factory=dict)
 
 
-class KafkaCluster:
+class KafkaCluster(Service):
     """A KRaft cluster of `size` combined nodes on 127.0.0.1.
 
     `size=1` is the single node of the demo and of most tests (formatted `--standalone`);
@@ -169,7 +141,7 @@ class KafkaCluster:
         """Format (first time only) and start every node, then wait until all are ready."""
         java = java_binary()
         classpath = kafka_classpath()
-        if self.state is not None and any(_pid_alive(n.pid) for n in self.state.nodes):
+        if self.state is not None and any(pid_alive(n.pid) for n in self.state.nodes):
             raise KafkaStartError(f"a cluster in {self.base_dir} is already running")
         if self.state is None:
             ports = self._ports or [free_port() for _ in range(self.size)]
@@ -263,7 +235,7 @@ class KafkaCluster:
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         """Wait until every live node answers and the cluster's metadata lists them all."""
         state = self._require_state()
-        live = [n for n in state.nodes if _pid_alive(n.pid)]
+        live = [n for n in state.nodes if pid_alive(n.pid)]
         deadline = time.monotonic() + timeout
         for n in live:
             try:
@@ -295,54 +267,54 @@ class KafkaCluster:
     def kill(self, node_id: int) -> None:
         """SIGKILL one node: no controlled shutdown, page cache aside, as in a crash."""
         n = self.node(node_id)
-        if n.pid and _pid_alive(n.pid):
+        if n.pid and pid_alive(n.pid):
             os.killpg(n.pid, signal.SIGKILL)
-            _wait_dead(n.pid, STOP_TIMEOUT_S)
+            wait_dead(n.pid, STOP_TIMEOUT_S)
         n.pid = None
         self._save_state()
 
     def pause(self, node_id: int) -> None:
         """SIGSTOP one node: alive but silent, so it stops fetching and falls out of the ISR."""
         n = self.node(node_id)
-        if not (n.pid and _pid_alive(n.pid)):
+        if not (n.pid and pid_alive(n.pid)):
             raise KafkaStartError(f"node {node_id} is not running: it cannot be paused")
         os.killpg(n.pid, signal.SIGSTOP)
 
     def resume(self, node_id: int) -> None:
         n = self.node(node_id)
-        if n.pid and _pid_alive(n.pid):
+        if n.pid and pid_alive(n.pid):
             os.killpg(n.pid, signal.SIGCONT)
 
     def restart(self, node_id: int, timeout: float = START_TIMEOUT_S) -> None:
         n = self.node(node_id)
-        if n.pid and _pid_alive(n.pid):
+        if n.pid and pid_alive(n.pid):
             raise KafkaStartError(f"node {node_id} is still running (pid {n.pid})")
         self._launch(java_binary(), kafka_classpath(), n)
         self._save_state()
         wait_open(n.port, timeout, f"kafka node {node_id}")
         state = self._require_state()
-        self._wait_brokers({m.node_id for m in state.nodes if _pid_alive(m.pid)},
+        self._wait_brokers({m.node_id for m in state.nodes if pid_alive(m.pid)},
                            time.monotonic() + timeout)
 
     def stop(self) -> None:
         """SIGTERM every node at once (controlled shutdown), SIGKILL what is left after a while."""
         if self.state is None:
             return
-        pids = [n.pid for n in self.state.nodes if n.pid and _pid_alive(n.pid)]
+        pids = [n.pid for n in self.state.nodes if n.pid and pid_alive(n.pid)]
         for pid in pids:
-            _signal_group(pid, signal.SIGTERM)
+            signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for pid in pids:
-            if not _wait_dead(pid, max(0.1, deadline - time.monotonic())):
-                _signal_group(pid, signal.SIGKILL)
-                _wait_dead(pid, 10)
+            if not wait_dead(pid, max(0.1, deadline - time.monotonic())):
+                signal_group(pid, signal.SIGKILL)
+                wait_dead(pid, 10)
         for n in self.state.nodes:
             n.pid = None
         self._save_state()
 
     def running(self) -> dict[int, bool]:
         state = self._require_state()
-        return {n.node_id: _pid_alive(n.pid) for n in state.nodes}
+        return {n.node_id: pid_alive(n.pid) for n in state.nodes}
 
     def describe(self) -> dict[str, Any]:
         state = self._require_state()
@@ -351,40 +323,13 @@ class KafkaCluster:
             "cluster_id": state.cluster_id,
             "bootstrap": self.bootstrap,
             "nodes": [
-                {"node_id": n.node_id, "port": n.port, "pid": n.pid, "running": _pid_alive(n.pid),
+                {"node_id": n.node_id, "port": n.port, "pid": n.pid, "running": pid_alive(n.pid),
                  "log": str(self.node_dir(n.node_id) / "server.log")}
                 for n in state.nodes
             ],
         }
 
-    def __enter__(self) -> KafkaCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def KafkaNode(base_dir: Path | str, port: int | None = None, **kw: Any) -> KafkaCluster:  # noqa: N802
     """A single-node KRaft Kafka: the cluster of size one."""
     return KafkaCluster(base_dir, size=1, ports=[port] if port else None, **kw)
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
-
-
-def _wait_dead(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            # reap it if it is our child; otherwise just poll
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done == pid:
-                return True
-        except ChildProcessError:
-            pass
-        if not _pid_alive(pid):
-            return True
-        time.sleep(0.1)
-    return not _pid_alive(pid)

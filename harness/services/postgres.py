@@ -12,10 +12,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from harness.services.base import Service, ServiceError
 from harness.services.ports import HOST, ensure_free, free_port, wait_open
 
 
-class PostgresNotFoundError(RuntimeError):
+class PostgresNotFoundError(ServiceError):
     pass
 
 
@@ -30,7 +31,7 @@ def pg_bin(tool: str) -> str:
         f"{tool} not found: install PostgreSQL (Debian: apt-get install postgresql)")
 
 
-class PostgresServer:
+class PostgresServer(Service):
     def __init__(self, base_dir: Path | str, port: int | None = None) -> None:
         self.base_dir = Path(base_dir).resolve()
         self.data = self.base_dir / "data"
@@ -77,9 +78,3 @@ class PostgresServer:
 
     def url(self, database: str) -> str:
         return f"postgresql://{self.user}@{HOST}:{self.port}/{database}"
-
-    def __enter__(self) -> PostgresServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -17,6 +17,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
+from harness.services.base import Service
 from harness.services.ports import HOST, ensure_free, free_port
 
 
@@ -42,7 +43,7 @@ class _KeepHandler:
         return "250 Message accepted for delivery"
 
 
-class MailCatcher:
+class MailCatcher(Service):
     """`with MailCatcher(dir) as m:` serves SMTP on `m.port` until the block ends."""
 
     def __init__(self, maildir: Path | str, port: int | None = None) -> None:
@@ -63,11 +64,6 @@ class MailCatcher:
             self._controller.stop()
             self._controller = None
 
-    def __enter__(self) -> MailCatcher:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def messages(self) -> list[EmailMessage]:
         return read_maildir(self.maildir)

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from harness.services.base import Service
 from harness.services.ports import HOST, free_port, wait_open
 
 
@@ -26,7 +27,7 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-class SparkStandalone:
+class SparkStandalone(Service):
     def __init__(self, base: Path, cores: int = 2, memory: str = "2g") -> None:
         self.base = base.resolve()
         self.port, self.ui_port, self.worker_ui = free_port(), free_port(), free_port()
@@ -86,9 +87,3 @@ class SparkStandalone:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
         self.procs.clear()
-
-    def __enter__(self) -> SparkStandalone:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.services.kafka import KafkaCluster, _pid_alive
+from harness.services.base import pid_alive
+from harness.services.kafka import KafkaCluster
 
 pytestmark = pytest.mark.integration
 
@@ -76,5 +77,5 @@ def test_three_broker_cluster_isr_shrinks_on_kill_and_heals_on_restart(tmp_path:
     finally:
         cluster.stop()
     # stopped cleanly: no broker process of this cluster is left
-    assert not any(_pid_alive(p) for p in pids)
+    assert not any(pid_alive(p) for p in pids)
     assert not any(cluster.running().values())

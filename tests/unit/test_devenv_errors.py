@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.services.kafka import JavaNotFoundError, java_binary
+from harness.services.base import JavaNotFoundError, java_binary
 from harness.services.ports import HOST, PortInUseError, ensure_free
 from kafka_recon.settings import MissingJarsError, spark_jars
 
