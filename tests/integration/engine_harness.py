@@ -106,6 +106,16 @@ class Scenario:
         self._sql(self.down_url, "INSERT INTO dst VALUES (:i, :t)",
                   [{"i": i, "t": text(t)} for i, t in rows])
 
+    def flow_through(self, n: int, sink_lacks: set[int] | frozenset[int] = frozenset(),
+                     every: float = 1.0) -> dict[int, datetime]:
+        """Ids 1..n upstream and in the topic (one each `every` minutes into the window), and
+        in the sink all but `sink_lacks`: a flow that lost those on the consume side."""
+        rows = {i: at(i * every) for i in range(1, n + 1)}
+        self.upstream(rows)
+        self.produce(list(rows.items()))
+        self.sink([(i, t) for i, t in rows.items() if i not in sink_lacks])
+        return rows
+
     def produce(self, rows: list[tuple[int, datetime]], arrival: datetime | None = None,
                 partition: int | None = None, producer: Any = None) -> None:
         p = producer or self.producer

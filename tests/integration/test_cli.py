@@ -33,10 +33,7 @@ def run(config: Path, out: Path, start: datetime = START, end: datetime = END,
 def test_findings_exit_1_and_a_rerun_replaces_the_output(kafka: KafkaCluster,
                                                          tmp_path: Path) -> None:
     scn = Scenario(tmp_path, kafka.bootstrap)
-    rows = {i: at(i) for i in range(1, 41)}
-    scn.upstream(rows)
-    scn.produce(list(rows.items()))
-    scn.sink([(i, t) for i, t in rows.items() if i != 13])
+    scn.flow_through(40, sink_lacks={13})
     out = tmp_path / "out"
     first = run(scn.config, out)
     assert first.returncode == 1, first.stderr[-3000:]
@@ -52,10 +49,7 @@ def test_findings_exit_1_and_a_rerun_replaces_the_output(kafka: KafkaCluster,
 
 def test_clean_window_exits_0(kafka: KafkaCluster, tmp_path: Path) -> None:
     scn = Scenario(tmp_path, kafka.bootstrap)
-    rows = {i: at(i) for i in range(1, 11)}
-    scn.upstream(rows)
-    scn.produce(list(rows.items()))
-    scn.sink(list(rows.items()))
+    scn.flow_through(10)
     done = run(scn.config, tmp_path / "out")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "OK - every record accounted for" in done.stdout
@@ -188,10 +182,7 @@ def test_a_database_url_that_cannot_be_used_is_an_inconclusive_run_naming_the_ti
 def test_a_json_form_airflow_connection_is_read_outside_airflow(kafka: KafkaCluster,
                                                                 tmp_path: Path) -> None:
     scn = Scenario(tmp_path, kafka.bootstrap)
-    rows = {i: at(i) for i in range(1, 6)}
-    scn.upstream(rows)
-    scn.produce(list(rows.items()))
-    scn.sink(list(rows.items()))
+    scn.flow_through(5)
     scn.config.write_text(scn.config.read_text().replace(f"sqlite:///{scn.down}", "sink_json"))
     conn = json.dumps({"conn_type": "sqlite", "host": str(scn.down)})
     done = run(scn.config, tmp_path / "out", env={"AIRFLOW_CONN_SINK_JSON": conn})

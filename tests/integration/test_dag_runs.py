@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from harness.services.airflow import airflow, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.smtp import MailCatcher, read_maildir
-from tests.integration.engine_harness import END, START, Scenario, at
+from tests.integration.engine_harness import END, START, Scenario
 
 pytestmark = pytest.mark.integration
 
@@ -51,10 +51,7 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
     password = f"pw-{uuid.uuid4().hex}"
     sink = make_url(postgres.create_database("dag_sink")).set(password=password)
     scn = Scenario(work, kafka.bootstrap, down_url=sink.render_as_string(hide_password=False))
-    rows = {i: at(i * 10) for i in range(1, 41)}
-    scn.upstream(rows)
-    scn.produce(list(rows.items()))
-    scn.sink([(i, t) for i, t in rows.items() if i not in LOST])
+    scn.flow_through(40, sink_lacks=LOST, every=10)
     # the flow names a connection id; only Airflow's metadata database knows it
     scn.config.write_text(scn.config.read_text().replace(str(scn.down_url), "sink_pg"))
     mail = MailCatcher(work / "mail").start()

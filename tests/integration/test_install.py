@@ -13,7 +13,7 @@ import pytest
 
 from harness.services.kafka import KafkaCluster
 from kafka_recon.settings import REPO_ROOT, jars_dir
-from tests.integration.engine_harness import END, START, Scenario, at
+from tests.integration.engine_harness import END, START, Scenario
 
 pytestmark = pytest.mark.integration
 
@@ -54,10 +54,7 @@ def test_the_installed_package_is_the_product_alone(installed: Path, tmp_path: P
 def test_kafka_recon_run_works_from_a_non_editable_install(
         installed: Path, kafka: KafkaCluster, tmp_path: Path) -> None:
     scn = Scenario(tmp_path, kafka.bootstrap)
-    rows = {i: at(i) for i in range(1, 21)}
-    scn.upstream(rows)
-    scn.produce(list(rows.items()))
-    scn.sink([(i, t) for i, t in rows.items() if i != 5])
+    scn.flow_through(20, sink_lacks={5})
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {"PATH": f"{installed / 'bin'}{os.pathsep}{os.environ['PATH']}", "HOME": str(work),

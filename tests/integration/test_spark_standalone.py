@@ -12,7 +12,7 @@ import pytest
 
 from harness.services.kafka import KafkaCluster
 from harness.services.spark import SparkStandalone
-from tests.integration.engine_harness import END, START, Scenario, at
+from tests.integration.engine_harness import END, START, Scenario
 
 pytestmark = pytest.mark.integration
 
@@ -20,10 +20,7 @@ pytestmark = pytest.mark.integration
 def test_the_jobs_find_the_same_loss_on_a_standalone_master_and_worker(kafka: KafkaCluster,
                                                                        tmp_path: Path) -> None:
     scn = Scenario(tmp_path, kafka.bootstrap)
-    rows = {i: at(i) for i in range(1, 61)}
-    scn.upstream(rows)
-    scn.produce(list(rows.items()))
-    scn.sink([(i, t) for i, t in rows.items() if i not in (7, 42)])
+    scn.flow_through(60, sink_lacks={7, 42})
     out = tmp_path / "out"
     with SparkStandalone(tmp_path / "spark", cores=1, memory="1g") as cluster:
         done = subprocess.run(
