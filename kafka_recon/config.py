@@ -35,16 +35,39 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class RecordSpec(_Strict):
-    id: str = Field(description='JSONPath into the Kafka value (e.g. "$.order_id"), or "key"')
-    event_time: str = Field(description='JSONPath into the value, or "kafka_timestamp"')
+EVENT_TIME_FORMATS = ("iso8601", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")
 
-    @field_validator("id", "event_time")
+
+class RecordSpec(_Strict):
+    id: str = Field(description='JSONPath into the Kafka value (e.g. "$.order_id"), "key" or '
+                                '"value" (the whole key or value as UTF-8 text)')
+    event_time: str = Field(description='JSONPath into the value, or "kafka_timestamp"')
+    event_time_format: str = Field(
+        "iso8601", description="iso8601, epoch_s, epoch_ms, epoch_us, epoch_ns, or a Spark "
+                               "datetime pattern such as 'dd/MM/yyyy HH:mm:ss' (UTC)")
+
+    @field_validator("id")
     @classmethod
-    def _path(cls, v: str) -> str:
-        if v in ("key", "kafka_timestamp") or v.startswith("$."):
+    def _id(cls, v: str) -> str:
+        if v in ("key", "value") or v.startswith("$."):
             return v
-        raise ValueError(f'expected a JSONPath starting with "$." or a keyword, got {v!r}')
+        raise ValueError(f'expected a JSONPath starting with "$.", "key" or "value", got {v!r}')
+
+    @field_validator("event_time")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        if v == "kafka_timestamp" or v.startswith("$."):
+            return v
+        raise ValueError(f'expected a JSONPath starting with "$." or "kafka_timestamp", '
+                         f'got {v!r}')
+
+    @field_validator("event_time_format")
+    @classmethod
+    def _format(cls, v: str) -> str:
+        if v in EVENT_TIME_FORMATS or "y" in v:  # a datetime pattern names the year
+            return v
+        raise ValueError(f"expected one of {', '.join(EVENT_TIME_FORMATS)} or a datetime "
+                         f"pattern with a year (such as 'dd/MM/yyyy HH:mm:ss'), got {v!r}")
 
 
 class SqlTier(_Strict):

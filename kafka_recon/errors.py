@@ -42,6 +42,10 @@ class MissingJarsError(CannotRun):
     """The Maven-resolved jars are not where they should be."""
 
 
+class RunInProgress(CannotRun):
+    """Another run of the same flow and window is under way: one run per window at a time."""
+
+
 class SourceUnreadable(ReconError):
     """A source could not be read: the run is inconclusive, naming it."""
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
 from kafka_recon.errors import CannotRun, SourceUnreadable, StepFailed, UsageError, one_line
 from kafka_recon.result.model import Result, inconclusive
 from kafka_recon.runfolder import RunFolder
-from kafka_recon.settings import config_path, runs_root
+from kafka_recon.settings import config_path, run_stale_hours, runs_root
 from kafka_recon.window import Window
 
 if TYPE_CHECKING:
@@ -97,11 +98,30 @@ def _guarded(run: Run, step: str, journal: str | None = None) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ the steps
-def begin(run: Run, steps: tuple[str, ...] = ("stage", "replay", "reconcile", "validate",
-                                              "report")) -> None:
-    """Clear what these steps write, before any of them runs."""
+ALL_STEPS = ("stage", "replay", "reconcile", "validate", "report")
+
+
+def begin(run: Run, owner: str | None = None) -> None:
+    """Hold the window's folder for this run (an Airflow run names itself `owner`; refused while
+    another run holds it), then clear what every step writes, before any of them runs."""
     run.out.mkdir(parents=True, exist_ok=True)
-    run.folder.clear(*steps)
+    if owner is not None:
+        run.folder.claim(owner, stale())
+    run.folder.clear(*ALL_STEPS)
+
+
+def stale() -> timedelta:
+    return timedelta(hours=run_stale_hours())
+
+
+def check_owner(run: Run, owner: str) -> None:
+    """A task of an Airflow run goes on only while its run holds the folder."""
+    run.folder.check_owner(owner)
+
+
+def finish(run: Run, owner: str) -> None:
+    """The last task of an Airflow run lets the folder go."""
+    run.folder.release(owner)
 
 
 def stage_tier(run: Run, tier_name: str) -> list[dict[str, Any]]:
@@ -262,6 +282,15 @@ def execute(run: Run, spark: SparkSession | Callable[[], SparkSession],
     cannot be read is found before Spark starts; the session it makes is stopped at the end).
     A failed step leaves an inconclusive result (and its report) and raises.
     """
+    import os
+    import socket
+
+    with run.folder.exclusive(f"process {os.getpid()} on {socket.gethostname()}", stale()):
+        return _execute(run, spark, replays, with_report)
+
+
+def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays: int | None,
+             with_report: bool) -> Result:
     clock = Stopwatch()
     begin(run)
     made = None
@@ -292,11 +321,14 @@ def execute(run: Run, spark: SparkSession | Callable[[], SparkSession],
     return result
 
 
-def spark_step(step: str, run: Run, replays: int | None = None) -> dict[str, Any]:
+def spark_step(step: str, run: Run, replays: int | None = None, owner: str | None = None
+               ) -> dict[str, Any]:
     """One Spark step under spark-submit (`spark_jobs/*.py`): the session spark-submit
     configured, the step, a one-line summary for the task's log."""
     from kafka_recon.spark.session import session
 
+    if owner:
+        check_owner(run, owner)
     spark = session(f"kafka-recon {step} {run.flow.name}")
     try:
         if step == "replay":

@@ -7,17 +7,27 @@ before it runs, so a failed re-run never leaves an older run's answer behind.
 
 The journal (`steps.json`) records when each step started and finished: a run that stopped
 half-way is concluded `inconclusive`, naming the step that did not finish.
+
+One run of a window at a time: a run holds the folder (`.owner.json`: who, since when) from its
+first step to its last. A second run is refused with a message naming the first, until the first
+releases the folder, its process is gone (a command line run on this host), or it has been silent
+for `KAFKA_RECON_RUN_STALE_HOURS` (a killed Airflow run). A command line run also holds an OS lock
+on the folder for its whole life.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kafka_recon.window import Window, iso_z
 
@@ -140,14 +150,18 @@ class RunFolder:
         except (OSError, ValueError):
             return {}
 
-    def mark(self, step: str, state: str, detail: str | None = None) -> None:
-        """state: started, done or failed. Staging tasks run side by side: a file lock keeps
-        their read-modify-write of the journal whole."""
-        import fcntl
-
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Staging tasks run side by side: their read-modify-writes of the folder's state files
+        (journal, owner) take this lock."""
         self.path.mkdir(parents=True, exist_ok=True)
         with (self.path / ".steps.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def mark(self, step: str, state: str, detail: str | None = None) -> None:
+        """state: started, done or failed."""
+        with self._guard():
             journal = self.steps()
             entry = {"state": state, "at": iso_z(datetime.now(UTC))}
             if detail:
@@ -174,6 +188,90 @@ class RunFolder:
                 return step, ("it never began (its task failed before the step started, or an "
                               "earlier task failed; see the task logs)")
         return None
+
+    # ------------------------------------------------------------------ one run at a time
+    @property
+    def owner_file(self) -> Path:
+        return self.path / ".owner.json"
+
+    def owner(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(self.owner_file.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def _holds(self, current: dict[str, Any], stale: timedelta) -> bool:
+        """Whether the run named in the owner file still holds the folder."""
+        if current.get("released"):
+            return False
+        if current.get("host") == socket.gethostname() and current.get("pid"):
+            try:
+                os.kill(int(current["pid"]), 0)
+            except ProcessLookupError:
+                return False  # a command line run that died
+            except PermissionError:
+                pass
+        times = [e.get("at", "") for e in self.steps().values()] + [current.get("since", "")]
+        latest = max(t for t in times if t) if any(times) else ""
+        if not latest:
+            return True
+        heard = datetime.strptime(latest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return datetime.now(UTC) - heard < stale
+
+    def claim(self, owner: str, stale: timedelta, pid: int | None = None) -> None:
+        """Hold the folder for the run `owner`, or refuse naming the run that holds it."""
+        from kafka_recon.errors import RunInProgress
+
+        with self._guard():
+            current = self.owner()
+            if current and current.get("owner") != owner and self._holds(current, stale):
+                raise RunInProgress(
+                    f"{self.path}: another run of this window is under way ({current['owner']},"
+                    f" since {current.get('since')}): wait for it to finish, then run again")
+            self.write_json(self.owner_file, {
+                "owner": owner, "since": iso_z(datetime.now(UTC)), "host": socket.gethostname(),
+                "pid": pid})
+
+    def check_owner(self, owner: str) -> None:
+        """A step of run `owner` goes on only while that run holds the folder."""
+        from kafka_recon.errors import RunInProgress
+
+        current = self.owner()
+        if current and current.get("owner") != owner:
+            raise RunInProgress(f"{self.path}: another run of this window ({current['owner']}) "
+                                f"began after this one ({owner}); this run stops here")
+
+    def release(self, owner: str) -> None:
+        with self._guard():
+            current = self.owner()
+            if current and current.get("owner") == owner:
+                self.write_json(self.owner_file, {**current, "released": True})
+
+    @contextmanager
+    def exclusive(self, owner: str, stale: timedelta) -> Iterator[None]:
+        """A command line run: the OS lock for its whole life, and the owner mark for the
+        Airflow runs that cannot share the lock."""
+        from kafka_recon.errors import RunInProgress
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle: IO[str] = (self.path / ".run.lock").open("w")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held = self.owner() or {}
+                raise RunInProgress(
+                    f"{self.path}: another run of this window is under way "
+                    f"({held.get('owner', 'a command line run')}, since "
+                    f"{held.get('since', '?')}): wait for it to finish, then run again"
+                ) from None
+            self.claim(owner, stale, pid=os.getpid())
+            try:
+                yield
+            finally:
+                self.release(owner)
+        finally:
+            handle.close()
 
     # ------------------------------------------------------------------ serving
     def servable(self, rel: str) -> Path | None:

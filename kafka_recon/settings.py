@@ -12,7 +12,9 @@
 | KAFKA_RECON_UI_URL | none | Airflow's address, for links in mails |
 | KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
 | KAFKA_RECON_TASK_RETRIES | 2 | retries of a daily DAG's tasks |
+| KAFKA_RECON_RUN_STALE_HOURS | 6 | a run of a window silent this long no longer holds it |
 | KAFKA_RECON_CONN_<ID> | none | a connection resolved for Spark by the Airflow task (internal) |
+| KAFKA_RECON_RUN_OWNER | none | the Airflow run a Spark job belongs to (internal) |
 
 A value that cannot be used is a `UsageError` naming the variable.
 """
@@ -83,6 +85,18 @@ def mail_attach_max_bytes() -> int:
 
 def task_retries() -> int:
     return _count("KAFKA_RECON_TASK_RETRIES", 2)
+
+
+def run_stale_hours() -> int:
+    return _count("KAFKA_RECON_RUN_STALE_HOURS", 6)
+
+
+# the Airflow run a Spark job belongs to, handed in its environment like the connections
+RUN_OWNER_VAR = "KAFKA_RECON_RUN_OWNER"
+
+
+def run_owner() -> str | None:
+    return os.environ.get(RUN_OWNER_VAR) or None
 
 
 def conn_env_var(conn_id: str) -> str:

@@ -18,6 +18,13 @@ def parse_instant(text: str, what: str) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+# Windows lie between these and last at most MAX_LENGTH: Kafka timestamps, Spark and the
+# databases all hold such times, and a typo such as 9999-12-31 is refused, not crashed on.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+MAX_LENGTH = timedelta(days=366)
+
+
 @dataclass(frozen=True)
 class Window:
     start: datetime
@@ -30,6 +37,13 @@ class Window:
         if self.end <= self.start:
             raise WindowError(f"window end {self.end.isoformat()} is not after its start "
                               f"{self.start.isoformat()}")
+        for name, t in (("start", self.start), ("end", self.end)):
+            if not EARLIEST <= t <= LATEST:
+                raise WindowError(f"window {name} {t.isoformat()} is outside "
+                                  f"{iso_z(EARLIEST)}..{iso_z(LATEST)}")
+        if self.end - self.start > MAX_LENGTH:
+            raise WindowError(f"window {iso_z(self.start)}..{iso_z(self.end)} is longer than "
+                              f"{MAX_LENGTH.days} days: reconcile it in shorter windows")
 
     @classmethod
     def parse(cls, start: str, end: str, grace: timedelta = timedelta(0)) -> Window:

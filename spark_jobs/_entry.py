@@ -22,10 +22,11 @@ def main(step: str, description: str, argv: list[str] | None = None) -> int:
 
     from kafka_recon.errors import EXIT_ERROR, ReconError
     from kafka_recon.orchestrate import load, spark_step
+    from kafka_recon.settings import run_owner
 
     try:
         run = load(a.flow, a.start, a.end, a.config, a.out)
-        summary = spark_step(step, run, getattr(a, "replays", None))
+        summary = spark_step(step, run, getattr(a, "replays", None), run_owner())
     except ReconError as exc:  # already journalled, and the result says so
         print(f"kafka-recon {step}: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -9,8 +9,10 @@ pandas and great_expectations.
     begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic >> replay >> reconcile
       >> validate >> report (all done) >> [history, notify] (all done) >> verdict (all done)
 
-`begin` clears the window's previous outputs, so a run that fails half-way is reported as the
-inconclusive run it is (naming the step), never as the previous run's answer.
+`begin` holds the window's run folder for this DAG run (a second run of the same window, daily
+or ad-hoc, is refused naming the first) and clears its previous outputs, so a run that fails
+half-way is reported as the inconclusive run it is (naming the step), never as the previous
+run's answer. Every later task checks that its run still holds the folder; `verdict` lets go.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         from airflow.sdk.log import mask_secret
 
         from kafka_recon.config import SqlTier, load_flow
+        from kafka_recon.settings import RUN_OWNER_VAR
         from kafka_recon.sources.connections import resolved_for_spark, secrets_of
 
         flow = load_flow(self.config, self.flow)
@@ -73,7 +76,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         for url in handed.values():
             for secret in secrets_of(url):
                 mask_secret(secret)
-        self.env_vars = {**(self.env_vars or {}), **handed}
+        self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: _owner(context)}
         super().execute(context)
 
 
@@ -96,13 +99,31 @@ def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
     )
 
 
-@task
-def begin(flow: str, start: str, end: str) -> str:
-    """Clear the window's previous outputs before anything runs."""
+def _owner(context: Any = None) -> str:
+    """This DAG run, as the run folder's owner: `<dag_id>/<run_id>`."""
+    if context is None:
+        from airflow.sdk import get_current_context
+
+        context = get_current_context()
+    return f"{context['dag'].dag_id}/{context['run_id']}"
+
+
+def _held(flow: str, start: str, end: str) -> Any:
+    """The run, once this DAG run is known to hold its folder."""
     from kafka_recon import orchestrate
 
     run = orchestrate.load(flow, start, end)
-    orchestrate.begin(run)
+    orchestrate.check_owner(run, _owner())
+    return run
+
+
+@task
+def begin(flow: str, start: str, end: str) -> str:
+    """Hold the window's folder for this run and clear its previous outputs."""
+    from kafka_recon import orchestrate
+
+    run = orchestrate.load(flow, start, end)
+    orchestrate.begin(run, _owner())
     return str(run.out)
 
 
@@ -110,7 +131,7 @@ def begin(flow: str, start: str, end: str) -> str:
 def stage_tier(flow: str, tier: str, start: str, end: str) -> str:
     from kafka_recon import orchestrate
 
-    orchestrate.stage_tier(orchestrate.load(flow, start, end), tier)
+    orchestrate.stage_tier(_held(flow, start, end), tier)
     return tier
 
 
@@ -118,7 +139,7 @@ def stage_tier(flow: str, tier: str, start: str, end: str) -> str:
 def stage_topic(flow: str, start: str, end: str) -> str:
     from kafka_recon import orchestrate
 
-    run = orchestrate.load(flow, start, end)
+    run = _held(flow, start, end)
     orchestrate.stage_topic(run)
     return str(run.out)
 
@@ -127,7 +148,7 @@ def stage_topic(flow: str, start: str, end: str) -> str:
 def validate(flow: str, start: str, end: str) -> bool:
     from kafka_recon import orchestrate
 
-    summary = orchestrate.validate(orchestrate.load(flow, start, end))
+    summary = orchestrate.validate(_held(flow, start, end))
     if not summary["success"]:
         failed = {k: v["failed"] for k, v in summary["suites"].items() if v["failed"]}
         raise RuntimeError(f"Great Expectations validation failed: {failed}")
@@ -139,14 +160,14 @@ def report(flow: str, start: str, end: str) -> dict[str, str]:
     """The report of what the run concluded: a step that failed makes it inconclusive."""
     from kafka_recon import orchestrate
 
-    return orchestrate.report(orchestrate.load(flow, start, end))
+    return orchestrate.report(_held(flow, start, end))
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def history(flow: str, start: str, end: str) -> dict[str, int]:
     from kafka_recon import orchestrate
 
-    return orchestrate.record_history(orchestrate.load(flow, start, end))
+    return orchestrate.record_history(_held(flow, start, end))
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -157,7 +178,7 @@ def notify(flow: str, start: str, end: str, email: str) -> str:
 
     if not _truthy(email):
         raise AirflowSkipException("email was turned off for this run")
-    return orchestrate.notify(orchestrate.load(flow, start, end))
+    return orchestrate.notify(_held(flow, start, end))
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -165,7 +186,9 @@ def verdict(flow: str, start: str, end: str) -> str:
     """Ends the run red when the flow is not ok, after owners have been told."""
     from kafka_recon import orchestrate
 
-    result = orchestrate.conclude(orchestrate.load(flow, start, end))
+    run = _held(flow, start, end)
+    orchestrate.finish(run, _owner())  # the run's last task: the folder is free again
+    result = orchestrate.conclude(run)
     line = result.verdict()
     if result.status != "ok":
         raise RuntimeError(line)  # the reasons of an inconclusive run are in this line
@@ -210,5 +233,5 @@ def check_adhoc(flow: str, start: str, end: str) -> list[str]:
         raise UsageError(f"trigger form: {exc}") from None
     if run.window.start > datetime.now(UTC):
         raise UsageError(f"trigger form: the window start {start} is in the future")
-    orchestrate.begin(run)
+    orchestrate.begin(run, _owner())
     return orchestrate.staged_tiers(run.flow)

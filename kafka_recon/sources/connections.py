@@ -24,6 +24,9 @@ from kafka_recon.errors import ConnectionNotFound, SourceError
 from kafka_recon.settings import conn_env_var
 
 SUPPORTED = ("sqlite", "postgresql")
+# every PostgreSQL session kafka-recon opens reads and writes times in UTC, whatever the server's,
+# database's or role's default zone: the window is bound as UTC
+UTC_SESSION = "-c TimeZone=UTC"
 _POSTGRES_TYPES = ("postgres", "postgresql")
 
 

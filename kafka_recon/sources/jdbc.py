@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kafka_recon.errors import JdbcError
+from kafka_recon.sources.connections import UTC_SESSION
 from kafka_recon.window import Window
 
 
@@ -32,7 +33,9 @@ def jdbc_source(sqlalchemy_url: str) -> JdbcSource:
                             "with Spark; give a file")
         return JdbcSource(f"jdbc:sqlite:{u.database}", {"driver": "org.sqlite.JDBC"})
     if backend == "postgresql":
-        props = {"driver": "org.postgresql.Driver"}
+        # the window is bound as UTC times: a session in another zone (the server's or the
+        # role's default) would read them, and timestamptz columns, hours off
+        props = {"driver": "org.postgresql.Driver", "options": UTC_SESSION}
         if u.username:
             props["user"] = u.username
         if u.password:

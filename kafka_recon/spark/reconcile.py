@@ -113,22 +113,31 @@ def read_sql_tier(spark: SparkSession, tier: Any, window: Window) -> DataFrame:
 
     from kafka_recon.sources.connections import resolve
     from kafka_recon.sources.jdbc import bind_window, jdbc_source, slice_predicates
+    from kafka_recon.spark.records import event_time, normalise_id
 
     src = jdbc_source(resolve(tier.conn))
     start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
-    table = f"({bind_window(tier.ids, start, end)}) kafka_recon_q"
+    # the database turns the id into text: a JDBC driver would read a SQLite INTEGER as a
+    # 32-bit int and a NUMERIC as a double, cutting 64-bit and longer ids
+    table = (f"(SELECT CAST(id AS TEXT) AS id, event_time FROM "
+             f"({bind_window(tier.ids, start, end)}) kafka_recon_ids) kafka_recon_q")
+    # and Spark reads it as text: the SQLite driver types an expression column NUMERIC
     df = spark.read.jdbc(src.url, table, predicates=slice_predicates(window, JDBC_SLICES),
-                         properties=src.properties)
-    return df.select(F.col("id").cast("string").alias("id"),
-                     F.col("event_time").cast("timestamp").alias("event_time"))
+                         properties={**src.properties, "customSchema": "id STRING"})
+    return df.select(normalise_id(F.col("id")).alias("id"),
+                     event_time(F.col("event_time"), "iso8601").alias("event_time"))
 
 
 def write_ids(df: DataFrame, target: Path, columns: list[str]) -> str:
-    """Every row, sorted, one CSV with a header, written by an executor (not the driver)."""
+    """Every row, sorted, one RFC 4180 CSV with a header, written by an executor (never the
+    driver): UTF-8, quotes doubled (Spark's default escapes them with a backslash), nothing
+    trimmed (Spark's default trims), fields with a comma, quote or line break quoted."""
     tmp = target.with_name(target.name + ".parts")
     shutil.rmtree(tmp, ignore_errors=True)
     df.select(*columns).orderBy(*columns).coalesce(1).write.mode("overwrite") \
-        .option("header", True).csv(str(tmp))
+        .option("header", True).option("encoding", "UTF-8").option("quote", '"') \
+        .option("escape", '"').option("ignoreLeadingWhiteSpace", False) \
+        .option("ignoreTrailingWhiteSpace", False).option("lineSep", "\n").csv(str(tmp))
     parts = sorted(tmp.glob("part-*.csv"))
     target.parent.mkdir(parents=True, exist_ok=True)
     if parts and parts[0].stat().st_size > 0:

@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-    from kafka_recon.config import Flow
+    from kafka_recon.config import Flow, RecordSpec
     from kafka_recon.runfolder import RunFolder
     from kafka_recon.window import Window
 
@@ -28,30 +28,37 @@ TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ------------------------------------------------------------------ pure transforms
-def extract_records(raw: DataFrame, id_path: str, event_time_path: str) -> DataFrame:
+def extract_records(raw: DataFrame, record: RecordSpec) -> DataFrame:
     """Kafka rows to (id, event_time, partition, offset, kafka_ts), with built-in functions only.
 
-    A value that is not JSON or lacks a field gives a null id or event time: the record is
-    counted as unidentifiable, never dropped.
+    Ids and event times are read as `kafka_recon.spark.records` says. A value that is not valid
+    UTF-8 or not JSON, or lacks a field, or holds a time that is not one, gives a null id or
+    event time: the record is counted as unidentifiable with its partition and offset, never
+    dropped, and the run goes on.
     """
     from pyspark.sql import functions as F
 
-    value = F.col("value").cast("string")
-    top = [p[2:] for p in (id_path, event_time_path) if TOP_LEVEL.match(p)]
+    from kafka_recon.spark.records import event_time, normalise_id, utf8_text
+
+    value = utf8_text(F.col("value"))
+    fields = [record.id, record.event_time]
+    top = [p[2:] for p in fields if TOP_LEVEL.match(p)]
     if len(top) == 2:
         # both are top-level fields: parse each value once, not once per field
-        parsed = raw.select(F.json_tuple(value, *top).alias("_id", "_ts"), "partition",
-                            "offset", "timestamp")
-        return parsed.select(F.col("_id").alias("id"),
-                             F.col("_ts").cast("timestamp").alias("event_time"),
-                             "partition", "offset", F.col("timestamp").alias("kafka_ts"))
-    rec_id = (F.col("key").cast("string") if id_path == "key"
-              else F.get_json_object(value, id_path))
-    event_time = (F.col("timestamp") if event_time_path == "kafka_timestamp"
-                  else F.get_json_object(value, event_time_path).cast("timestamp"))
+        raw = raw.select(F.json_tuple(value, *top).alias("_id", "_ts"), "key", "value",
+                         "partition", "offset", "timestamp")
+        rec_id = F.col("_id")
+        ts_text: Column | None = F.col("_ts")
+    else:
+        rec_id = (utf8_text(F.col("key")) if record.id == "key" else value
+                  if record.id == "value" else F.get_json_object(value, record.id))
+        ts_text = F.get_json_object(value, record.event_time) \
+            if record.event_time != "kafka_timestamp" else None
+    when = F.col("timestamp") if ts_text is None \
+        else event_time(ts_text, record.event_time_format)
     return raw.select(
-        rec_id.alias("id"),
-        event_time.alias("event_time"),
+        normalise_id(rec_id).alias("id"),
+        when.alias("event_time"),
         F.col("partition"),
         F.col("offset"),
         F.col("timestamp").alias("kafka_ts"),
@@ -130,7 +137,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                           tier.isolation_level)
         target = folder.replay_dir(i)
         # overwrite: re-running the window replaces this replay
-        extract_records(raw, flow.record.id, flow.record.event_time) \
+        extract_records(raw, flow.record) \
             .write.mode("overwrite").parquet(str(target))
         # an aggregate always yields exactly one row
         row = summarize(spark.read.parquet(str(target)), window.start, window.end,

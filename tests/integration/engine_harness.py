@@ -133,10 +133,22 @@ class Scenario:
         run = orchestrate.load("f", START.isoformat(), END.isoformat(), self.config, self.out)
         return orchestrate.execute(run, spark, with_report=False).as_json()
 
-    def ids(self, relative: str | None) -> set[int]:
+    def produce_raw(self, records: list[tuple[bytes | None, bytes | None, datetime]],
+                    partition: int = 0) -> None:
+        """Records exactly as given (key, value, Kafka timestamp): any shape a topic holds."""
+        for key, value, t in records:
+            self.producer.produce(self.topic, key=key, value=value, partition=partition,
+                                  timestamp=int(t.timestamp() * 1000))
+        assert self.producer.flush(30) == 0
+
+    def texts(self, relative: str | None, column: str = "id") -> list[str]:
+        """An id file read back by Python's csv module, as a spreadsheet or COPY would."""
         assert relative, "the finding names no id file"
-        with (self.out / relative).open() as fh:
-            return {int(r["id"]) for r in csv.DictReader(fh)}
+        with (self.out / relative).open(newline="", encoding="utf-8") as fh:
+            return [r[column] for r in csv.DictReader(fh)]
+
+    def ids(self, relative: str | None) -> set[int]:
+        return {int(i) for i in self.texts(relative)}
 
 
 def commit_offset(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:

@@ -205,3 +205,52 @@ def test_a_spark_failure_exits_2_with_one_line_and_an_inconclusive_result_naming
     assert "kafka-recon: step 'replay' failed: PySparkRuntimeError" in msg
     assert "the 'replay' step failed: PySparkRuntimeError" in inconclusive(tmp_path / "out")
     assert (tmp_path / "out" / "report.html").exists(), "the report says why, too"
+
+
+# ------------------------------------------------------------------ windows and runs
+def test_a_window_end_far_in_the_future_is_refused_with_the_bound(good: Scenario,
+                                                                    tmp_path: Path) -> None:
+    msg = bad(tmp_path, good.config.read_text(), end=datetime(9999, 12, 31, tzinfo=UTC))
+    assert "window end 9999-12-31T00:00:00+00:00 is outside 1970-01-01T00:00:00Z.." in msg
+
+
+def test_two_runs_of_one_window_never_interleave(kafka: KafkaCluster, tmp_path: Path) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.flow_through(30, sink_lacks={4})
+    out = tmp_path / "out"
+    first = subprocess.Popen(
+        [CLI, "run", "--config", str(scn.config), "--flow", "f", "--start", START.isoformat(),
+         "--end", END.isoformat(), "--out", str(out)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    try:
+        import time
+
+        deadline = time.monotonic() + 120
+        while not (out / "steps.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)  # the first run has begun: it holds the window
+        second = run(scn.config, out)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert "another run of this window is under way (process " in second.stderr
+        stdout, stderr = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 1, stderr[-3000:]
+    assert "1 record(s) lost on the consume side (topic->sink)" in stdout
+    result = json.loads((out / "result.json").read_text())
+    assert [f["count"] for f in result["findings"] if f["kind"] == "loss"] == [1]
+    third = run(scn.config, out)  # once the first is done, the window is free again
+    assert third.returncode == 1, third.stderr[-2000:]
+
+
+def test_a_rerun_with_fewer_replays_leaves_nothing_of_the_earlier_run(
+        kafka: KafkaCluster, tmp_path: Path) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.flow_through(10)
+    out = tmp_path / "out"
+    assert run(scn.config, out, args=("--replays", "3")).returncode == 0
+    assert (out / "replays" / "r3").exists()
+    assert run(scn.config, out, args=("--replays", "1")).returncode == 0
+    assert sorted(p.name for p in (out / "replays").iterdir()) == ["r1"]
+    result = json.loads((out / "result.json").read_text())
+    assert len(result["replays"]) == 1

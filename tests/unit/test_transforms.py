@@ -21,6 +21,7 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 
+from kafka_recon.config import RecordSpec  # noqa: E402
 from kafka_recon.spark import reconcile as R  # noqa: E402
 from kafka_recon.spark import replay as P  # noqa: E402
 
@@ -126,10 +127,11 @@ def test_extract_records_reads_json_paths_and_keeps_unreadable_values(
         (b"k2", b"<not json>", 0, 2, at(301)),
         (b"k3", b'{"t": "2026-11-20T06:00:00Z"}', 0, 3, at(302)),
     ], KAFKA_ROWS)
-    recs = P.extract_records(raw, "$.o.id", "$.t").collect()
+    recs = P.extract_records(raw, RecordSpec(id="$.o.id", event_time="$.t")).collect()
     assert [(r["id"], r["event_time"]) for r in recs] == [
         ("7", datetime(2026, 11, 20, 5)), (None, None), (None, datetime(2026, 11, 20, 6))]
-    by_key = P.extract_records(raw, "key", "kafka_timestamp").collect()
+    by_key = P.extract_records(raw, RecordSpec(id="key", event_time="kafka_timestamp")
+                               ).collect()
     assert [r["id"] for r in by_key] == ["k1", "k2", "k3"]
 
 
@@ -150,7 +152,7 @@ def test_top_level_fields_are_parsed_once_with_the_same_answer(spark: SparkSessi
         (b"k2", b"<not json>", 0, 2, at(301)),
         (b"k3", b'{"t": "2026-11-20T06:00:00Z"}', 0, 3, at(302)),
     ], KAFKA_ROWS)
-    fast = P.extract_records(raw, "$.id", "$.t")            # json_tuple: one parse per value
+    fast = P.extract_records(raw, RecordSpec(id="$.id", event_time="$.t"))  # one parse each
     assert "json_tuple" in fast._jdf.queryExecution().analyzed().toString()
     got = [(r["id"], r["event_time"], r["offset"]) for r in fast.collect()]
     assert got == [("7", datetime(2026, 11, 20, 5), 1), (None, None, 2),

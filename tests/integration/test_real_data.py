@@ -1,0 +1,192 @@
+"""Topics and tables shaped the way production data is, on the real broker, Spark and SQL:
+ids of every type, any time format, malformed records, and id files any CSV reader reads back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.services.kafka import KafkaCluster
+from tests.integration.engine_harness import START, Scenario, at, findings, text
+
+pytestmark = pytest.mark.integration
+
+BIG = [9007199254740993, 9223372036854775806, -9223372036854775807, 2147483648, 4294967297,
+       -2147483649, 0, 1, -1, 42]
+
+
+def _record(scn: Scenario, **change: str) -> None:
+    """Change the flow's `record:` (id, event_time, event_time_format)."""
+    spec = {"id": "$.id", "event_time": "$.ts", **change}
+    body = ", ".join(f'{k}: "{v}"' for k, v in spec.items())
+    scn.config.write_text(scn.config.read_text().replace(
+        'record: {id: "$.id", event_time: "$.ts"}', f"record: {{{body}}}"))
+
+
+def test_64_bit_ids_in_sqlite_integers_and_json_numbers_compare_exactly(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    rows = {i: at(n + 1) for n, i in enumerate(BIG)}
+    scn.upstream(rows)
+    scn.produce(list(rows.items()))
+    lost = {9223372036854775806, -1}
+    scn.sink([(i, t) for i, t in rows.items() if i not in lost])
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", 2)]
+    [f] = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert set(scn.texts(f["ids"])) == {"9223372036854775806", "-1"}
+    assert [t["distinct"] for t in r["tiers"]] == [len(BIG), len(BIG), len(BIG) - 2]
+
+
+def test_bigint_and_numeric_ids_in_postgresql_are_the_json_numbers(
+        kafka: KafkaCluster, postgres: Any, tmp_path: Path, spark: Any) -> None:
+    up = postgres.create_database("ids_up")
+    down = postgres.create_database("ids_down")
+    scn = Scenario(tmp_path, kafka.bootstrap, up_url=up, down_url=down)
+    # the sink keeps its ids as NUMERIC(25,2): 5 is written 5.00 there, and is the same id
+    scn._sql(down, "DROP TABLE dst")
+    scn._sql(down, "CREATE TABLE dst (id NUMERIC(25, 2), ts TIMESTAMP)")
+    scn._sql(up, "DROP TABLE src")
+    scn._sql(up, "CREATE TABLE src (id BIGINT PRIMARY KEY, ts TIMESTAMP)")
+    rows = {i: at(n + 1) for n, i in enumerate(BIG)}
+    scn.upstream(rows)
+    scn.produce(list(rows.items()))
+    scn.sink([(i, t) for i, t in rows.items() if i != 4294967297])
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", 1)]
+    [f] = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert scn.texts(f["ids"]) == ["4294967297"]
+
+
+TRICKY = ["a,b", 'say "hi"', " lead", "trail ", "back\\", "tab\there", "new\nline", "é中文",
+          "NULL", "null", "007", "7", '"', "=SUM(A1)"]
+
+
+def test_string_ids_of_any_shape_read_back_exactly_from_the_id_files(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    for table in ("src", "dst"):
+        scn._sql(scn.up_url if table == "src" else scn.down_url, f"DROP TABLE {table}")
+        scn._sql(scn.up_url if table == "src" else scn.down_url,
+                 f"CREATE TABLE {table} (id TEXT, ts TEXT)")
+    t = at(30)
+    scn._sql(scn.up_url, "INSERT INTO src VALUES (:i, :t)",
+             [{"i": i, "t": text(t)} for i in TRICKY])
+    scn.produce_raw([(i.encode(), json.dumps({"id": i, "ts": text(t)}).encode(), t)
+                     for i in TRICKY])
+    kept = TRICKY[:3]  # the sink has only these
+    scn._sql(scn.down_url, "INSERT INTO dst VALUES (:i, :t)", [{"i": i, "t": text(t)}
+                                                               for i in kept])
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", len(TRICKY) - 3)]
+    [f] = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert sorted(scn.texts(f["ids"])) == sorted(TRICKY[3:])
+
+
+def test_the_whole_value_as_the_id_and_a_key_that_is_not_utf8_is_unidentifiable(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    for url, table in ((scn.up_url, "src"), (scn.down_url, "dst")):
+        scn._sql(url, f"DROP TABLE {table}")
+        scn._sql(url, f"CREATE TABLE {table} (id TEXT, ts TEXT)")
+    lines = [f"GET /item/{n} 200" for n in range(1, 11)]
+    scn._sql(scn.up_url, "INSERT INTO src VALUES (:i, :t)",
+             [{"i": v, "t": text(at(n))} for n, v in enumerate(lines, 1)])
+    scn._sql(scn.down_url, "INSERT INTO dst VALUES (:i, :t)",
+             [{"i": v, "t": text(at(n))} for n, v in enumerate(lines, 1)])
+    scn.produce_raw([(None, v.encode(), at(n)) for n, v in enumerate(lines, 1) if n != 4])
+    _record(scn, id="value", event_time="kafka_timestamp")
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "write", "db->topic", 1)]  # the sink's copy came another way
+    [f] = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert scn.texts(f["ids"]) == ["GET /item/4 200"]
+
+    (tmp_path / "k").mkdir()
+    by_key = Scenario(tmp_path / "k", kafka.bootstrap)
+    by_key.upstream({1: at(1)})
+    by_key.sink([(1, at(1))])
+    by_key.produce_raw([(b"1", b"{}", at(1)), (b"\xff\xfe", b"{}", at(2))])
+    _record(by_key, id="key", event_time="kafka_timestamp")
+    r = by_key.reconcile(spark)
+    assert findings(r) == [("unidentifiable", "write", "topic", 1)]
+    [f] = [f for f in r["findings"] if f["kind"] == "unidentifiable"]
+    assert (by_key.texts(f["ids"], "partition"), by_key.texts(f["ids"], "offset")) == (
+        ["0"], ["1"])
+
+
+def test_a_malformed_event_time_is_unidentifiable_and_every_good_record_still_counts(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    rows = {i: at(i * 10) for i in range(1, 21)}
+    scn.upstream(rows)
+    scn.sink(list(rows.items()))
+    scn.produce_raw([(str(i).encode(), json.dumps(
+        {"id": i, "ts": "yesterday" if i in (3, 4) else t.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    ).encode(), t) for i, t in rows.items()])
+    # inside the window as text, so the tier's query selects it, but not a time
+    scn._sql(scn.down_url, "INSERT INTO dst VALUES (99, :t)",
+             [{"t": START.strftime("%Y-%m-%d 25:61:00")}])
+    r = scn.reconcile(spark)
+    topic = next(t for t in r["tiers"] if t["name"] == "topic")
+    sink = next(t for t in r["tiers"] if t["name"] == "sink")
+    assert (topic["count"], topic["unidentifiable"]) == (18, 2)
+    assert (sink["count"], sink["unidentifiable"]) == (20, 1)
+    unid = {f["hop"]: f for f in r["findings"] if f["kind"] == "unidentifiable"}
+    assert sorted(int(o) for o in scn.texts(unid["topic"]["ids"], "offset")) == [2, 3]
+    assert scn.texts(unid["sink"]["ids"]) == ["99"]
+    # the two unreadable topic records are missing there by id, and named
+    assert ("loss", "write", "db->topic", 2) in findings(r)
+
+
+@pytest.mark.parametrize(("fmt", "scale"), [("epoch_s", 1), ("epoch_ms", 10**3),
+                                            ("epoch_us", 10**6), ("epoch_ns", 10**9)])
+def test_epoch_event_times_reconcile_against_the_same_rows_in_sql(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any, fmt: str, scale: int) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    rows = {i: at(i * 37) for i in range(1, 31)}
+    scn.upstream(rows)
+    scn.sink(list(rows.items()))
+    scn.produce_raw([(str(i).encode(), json.dumps(
+        {"id": i, "ts": int(t.timestamp()) * scale}).encode(), t) for i, t in rows.items()])
+    _record(scn, event_time_format=fmt)
+    r = scn.reconcile(spark)
+    assert (r["status"], findings(r)) == ("ok", [])
+    assert [t["count"] for t in r["tiers"]] == [30, 30, 30]
+
+
+def test_a_postgresql_session_in_another_time_zone_selects_the_same_utc_window(
+        kafka: KafkaCluster, postgres: Any, tmp_path: Path, spark: Any) -> None:
+    up = postgres.create_database("tz_up")
+    down = postgres.create_database("tz_down")
+    for url in (up, down):
+        db = url.rsplit("/", 1)[1]
+        Scenario._sql(url, f"ALTER DATABASE {db} SET timezone TO 'Asia/Shanghai'")
+    scn = Scenario(tmp_path, kafka.bootstrap, up_url=up, down_url=down)
+    for url, table in ((up, "src"), (down, "dst")):
+        scn._sql(url, f"DROP TABLE {table}")
+        scn._sql(url, f"CREATE TABLE {table} (id BIGINT, ts TIMESTAMPTZ)")
+    # rows at both edges of the window: 8 hours off would miss many and take others
+    edges = [START.replace(hour=h, minute=m) for h in (0, 1, 5, 7, 16, 18, 22, 23)
+             for m in (0, 30)]
+    rows = {i: t for i, t in enumerate(edges, 1)}
+    for url, table in ((up, "src"), (down, "dst")):
+        scn._sql(url, f"INSERT INTO {table} VALUES (:i, :t)",
+                 [{"i": i, "t": t} for i, t in rows.items()])  # aware datetimes: UTC instants
+    scn.produce(list(rows.items()))
+    r = scn.reconcile(spark)
+    assert (r["status"], findings(r)) == ("ok", [])
+    assert [t["count"] for t in r["tiers"]] == [len(rows)] * 3
+
+    # a counts: tier over the same session reads the same buckets
+    counts = ("counts: \"SELECT date_trunc('hour', ts) AS bucket, count(*) AS count FROM dst "
+              "WHERE ts >= :start AND ts < :end GROUP BY 1\"")
+    config = scn.config.read_text()
+    ids_line = next(line for line in config.splitlines() if "FROM dst" in line)
+    scn.config.write_text(config.replace(ids_line, "        " + counts))
+    r = scn.reconcile(spark)
+    assert (r["status"], findings(r)) == ("ok", [])
+    sink = next(t for t in r["tiers"] if t["name"] == "sink")
+    assert sink["count"] == len(rows)
