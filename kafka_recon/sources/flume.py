@@ -18,7 +18,7 @@ import sqlite3
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,17 +124,21 @@ def load_snapshots(flow: str, tier: str, path: Path | None = None) -> list[Snaps
                             r[3], r[4]) for r in rows), key=lambda s: s.taken_at)
 
 
+def interval_growth(a: Snapshot, b: Snapshot, value: str, start_field: str
+                    ) -> tuple[int, bool]:
+    """What a cumulative counter grew by between two consecutive snapshots, and whether the
+    agent restarted between them (then the new process counted `b` since it started)."""
+    va, vb = getattr(a, value), getattr(b, value)
+    if getattr(b, start_field) == getattr(a, start_field) and vb >= va:
+        return vb - va, False
+    return vb, True
+
+
 def growth(snaps: list[Snapshot], value: str, start_field: str) -> tuple[int, int]:
     """Growth of a cumulative counter along consecutive snapshots, and the restarts seen."""
-    total, restarts = 0, 0
-    for a, b in zip(snaps, snaps[1:], strict=False):
-        va, vb = getattr(a, value), getattr(b, value)
-        if getattr(b, start_field) == getattr(a, start_field) and vb >= va:
-            total += vb - va
-        else:  # restarted: the new process counted vb since it started
-            restarts += 1
-            total += vb
-    return total, restarts
+    steps = [interval_growth(a, b, value, start_field)
+             for a, b in zip(snaps, snaps[1:], strict=False)]
+    return sum(n for n, _ in steps), sum(r for _, r in steps)
 
 
 def bracket(snaps: list[Snapshot], lo: datetime, hi: datetime) -> list[Snapshot] | None:
@@ -148,29 +152,47 @@ def bracket(snaps: list[Snapshot], lo: datetime, hi: datetime) -> list[Snapshot]
 
 def stage_flume_tier(flow: Flow, tier: FlumeTier, window: Window,
                      path: Path | None = None) -> list[dict[str, Any]]:
-    """Two count-only points (source, sink) with counts per bucket, or reasons why not."""
+    """Two count-only points (source, sink) with counts per bucket, or reasons why not.
+
+    Each interval between two consecutive snapshots, (a, b], counts once, in the bucket (and
+    window) in which it ends: b is the first snapshot to have seen its events. So buckets never
+    overlap, a window's count is the counters' growth from the last snapshot at or before its
+    start to the last one at or before its end, and consecutive windows add up to the counters'
+    growth. A window
+    needs a snapshot at or before its start and one at or after its end, else it is
+    inconclusive.
+    """
     snaps = load_snapshots(flow.name, tier.name, path)
+    chain = bracket(snaps, window.start, window.end)
     points = []
     for point, value, start_field in (("source", "source_accepted", "source_start"),
                                       ("sink", "sink_drained", "sink_start")):
-        buckets: dict[str, int] = {}
+        buckets = {iso_z(t): 0 for t in bucket_starts(window, flow.bucket)}
         reasons: list[str] = []
         restarts = 0
-        t = window.start
-        while t < window.end:
-            hi = min(t + flow.bucket, window.end)
-            chain = bracket(snaps, t, hi)
-            if chain is None:
-                reasons.append(f"tier '{tier.name}': no Flume snapshot brackets {iso_z(t)} - "
-                               f"{iso_z(hi)} (run `kafka-recon snapshot` on a schedule)")
-                break
-            n, r = growth(chain, value, start_field)
-            buckets[iso_z(t)] = n
-            restarts += r
-            t = hi
+        if chain is None:
+            reasons.append(f"tier '{tier.name}': no Flume snapshot brackets "
+                           f"{iso_z(window.start)} - {iso_z(window.end)} (run `kafka-recon "
+                           "snapshot` on a schedule)")
+        else:
+            for a, b in zip(chain, chain[1:], strict=False):
+                # the events of (a, b] arrived by b: an interval ending at the window's start
+                # is the previous window's, one ending at its end is this one's
+                if not window.start < b.taken_at <= window.end:
+                    continue
+                n, restarted = interval_growth(a, b, value, start_field)
+                steps = -((window.start - b.taken_at) // flow.bucket) - 1  # ceil, minus one
+                buckets[iso_z(window.start + steps * flow.bucket)] += n
+                restarts += restarted
         points.append({"name": f"{tier.name}.{point}", "kind": "counts",
                        "count": sum(buckets.values()), "buckets": buckets,
                        "restarts": restarts, "reasons": reasons})
     return points
 
 
+def bucket_starts(window: Window, bucket: timedelta) -> list[datetime]:
+    out, t = [], window.start
+    while t < window.end:
+        out.append(t)
+        t += bucket
+    return out

@@ -82,8 +82,10 @@ def test_flume_channel_loss_is_located_inside_the_agent_across_a_restart(
     scn.produce(delivered)
     scn.sink(delivered)
     flows = load_flows(scn.config)
+    # snapshots interval by interval: each counts in the window in which it ends, so the last
+    # one, taken as the window ends, closes it (one a minute later would be the next day's)
     for when in (START - timedelta(minutes=1), START + timedelta(hours=6),
-                 START + timedelta(hours=12), END + timedelta(minutes=1)):
+                 START + timedelta(hours=12), END):
         take_snapshots(flows, now=when)
         agent.step() if agent.index < len(RECORDED["responses"]) - 1 else None
     r = scn.reconcile(spark)

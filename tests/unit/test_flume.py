@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,48 @@ def test_unreachable_agent_names_its_url() -> None:
     with pytest.raises(FlumeError, match=rf"tier 'c': Flume metrics at "
                                          rf"http://127.0.0.1:{port}/metrics cannot be read"):
         fetch_metrics(tier)
+
+
+def _stage(snaps: list[Snapshot], start: datetime, hours: int, tmp_path: Any) -> dict[str, Any]:
+    from kafka_recon.config import Flow
+    from kafka_recon.sources.flume import connect_store, stage_flume_tier
+    from kafka_recon.window import Window
+
+    store = tmp_path / "flume.db"
+    with connect_store(store) as con:
+        for s in snaps:
+            con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
+                        ("f", "c", s.taken_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                         s.source_start, s.source_accepted, s.sink_start, s.sink_drained, "{}"))
+    flow = Flow.model_validate({
+        "name": "f", "owners": ["o@example.com"], "record": {"id": "$.id", "event_time": "$.t"},
+        "tiers": [{"name": "c", "type": "flume", "metrics_url": "http://x", "source": "r",
+                   "sink": "k"}, {"name": "t", "type": "kafka", "bootstrap": "x:1",
+                                  "topic": "t"}]})
+    tier = flow.tiers[0]
+    [source, _] = stage_flume_tier(flow, tier, Window(start, start + timedelta(hours=hours)),
+                                   store)  # type: ignore[arg-type]
+    return source
+
+
+def test_each_interval_between_snapshots_counts_in_exactly_one_hourly_bucket(
+        tmp_path: Any) -> None:
+    # a snapshot every 7 minutes (never on an hour), 60 events a minute, for a whole day
+    snaps = [snap(m, 1, 60 * m) for m in range(0, 24 * 60 + 8, 7)]
+    day = _stage(snaps, T0, 24, tmp_path)
+    # the day counts the growth from the last snapshot at or before 00:00 to the last at or
+    # before 24:00, once: nothing twice at the 23 inner hour boundaries
+    last = [s for s in snaps if s.taken_at <= T0 + timedelta(hours=24)][-1]
+    assert day["count"] == last.source_accepted == sum(day["buckets"].values())
+    assert len(day["buckets"]) == 24
+    assert all(3360 <= n <= 3780 for n in day["buckets"].values()), day["buckets"]
+    # consecutive windows add up to the counters' growth over both
+    am, pm = (_stage(snaps, T0 + timedelta(hours=h), 12, tmp_path / str(h)) for h in (0, 12))
+    assert am["count"] + pm["count"] == day["count"]
+
+
+def test_an_interval_ending_at_the_window_start_is_the_previous_windows(tmp_path: Any) -> None:
+    snaps = [snap(0, 1, 0), snap(60, 1, 100), snap(90, 1, 130), snap(120, 1, 200)]
+    [first, second] = (_stage(snaps, T0 + timedelta(hours=h), 1, tmp_path / str(h))
+                       for h in (0, 1))
+    assert (first["count"], second["count"]) == (100, 100)
