@@ -76,8 +76,9 @@ def _stage(snaps: list[Snapshot], start: datetime, hours: int, tmp_path: Any) ->
                    "sink": "k"}, {"name": "t", "type": "kafka", "bootstrap": "x:1",
                                   "topic": "t"}]})
     tier = flow.tiers[0]
+    assert isinstance(tier, FlumeTier)
     [source, _] = stage_flume_tier(flow, tier, Window(start, start + timedelta(hours=hours)),
-                                   store)  # type: ignore[arg-type]
+                                   store)
     return source
 
 
