@@ -41,7 +41,12 @@ EVENT_TIME_FORMATS = ("iso8601", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")
 class RecordSpec(_Strict):
     id: str = Field(description='JSONPath into the Kafka value (e.g. "$.order_id"), "key" or '
                                 '"value" (the whole key or value as UTF-8 text)')
-    event_time: str = Field(description='JSONPath into the value, or "kafka_timestamp"')
+    event_time: str = Field(description='JSONPath into the value, "kafka_timestamp", or with '
+                                        'a debezium envelope "source_ts"')
+    # debezium: the value is a change event (JsonConverter, with or without its schema part);
+    # paths are read in the row image, `after` (c, u, r) or `before` (d); tombstones are no
+    # records; several changes of one id are one id present
+    envelope: Literal["none", "debezium"] = "none"
     event_time_format: str = Field(
         "iso8601", description="iso8601, epoch_s, epoch_ms, epoch_us, epoch_ns, or a Spark "
                                "datetime pattern such as 'dd/MM/yyyy HH:mm:ss' (UTC)")
@@ -56,10 +61,18 @@ class RecordSpec(_Strict):
     @field_validator("event_time")
     @classmethod
     def _time(cls, v: str) -> str:
-        if v == "kafka_timestamp" or v.startswith("$."):
+        if v in ("kafka_timestamp", "source_ts") or v.startswith("$."):
             return v
-        raise ValueError(f'expected a JSONPath starting with "$." or "kafka_timestamp", '
-                         f'got {v!r}')
+        raise ValueError(f'expected a JSONPath starting with "$.", "kafka_timestamp" or '
+                         f'"source_ts", got {v!r}')
+
+    def model_post_init(self, __context: Any) -> None:
+        if self.event_time == "source_ts" and self.envelope != "debezium":
+            raise ValueError('event_time "source_ts" is the change time of a debezium '
+                             'envelope: set envelope: debezium')
+        if self.envelope == "debezium" and self.id == "value":
+            raise ValueError('id "value" is a whole plain value; a debezium change event '
+                             'names its id by a JSONPath into the row')
 
     @field_validator("event_time_format")
     @classmethod
@@ -149,13 +162,16 @@ class Flow(_Strict):
     tags: list[str] = []  # Airflow tags of the flow's DAG, beside kafka-recon and flow:<name>
     bucket: timedelta = timedelta(hours=1)
     grace: timedelta = timedelta(minutes=10)
+    # how far a partition's Kafka timestamps may run out of order (several producers' clocks
+    # and batches): the replay reads this much beyond the window's offsets on both sides
+    disorder: timedelta = timedelta(minutes=5)
     replays: int = Field(2, ge=1, le=10)
     record: RecordSpec
     tiers: list[Tier] = Field(min_length=2)
     tolerance: Tolerance = Tolerance()
     volume: Volume = Volume()
 
-    @field_validator("bucket", "grace", mode="before")
+    @field_validator("bucket", "grace", "disorder", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return parse_duration(v) if isinstance(v, str) else v

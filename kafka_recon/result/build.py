@@ -169,7 +169,9 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
     if disorder:
         reasons.append(
             f"{disorder} record(s) between the offsets replayed for the window carry Kafka "
-            f"timestamps outside it: the topic's timestamps are out of order, so records of the "
+            f"timestamps outside it by more than the flow's disorder margin "
+            f"({topic.get('disorder_seconds', 0)}s): the topic's timestamps are out of order, "
+            f"so records of the "
             f"window may also lie outside the offsets found by timestamp")
     consistent = replays_consistent(topic["replays"])
     if not consistent:

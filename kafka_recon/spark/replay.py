@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ def extract_records(raw: DataFrame, record: RecordSpec) -> DataFrame:
 
     from kafka_recon.spark.records import event_time, normalise_id, utf8_text
 
+    if record.envelope == "debezium":
+        return extract_changes(raw, record)
     value = utf8_text(F.col("value"))
     fields = [record.id, record.event_time]
     top = [p[2:] for p in fields if TOP_LEVEL.match(p)]
@@ -65,8 +67,67 @@ def extract_records(raw: DataFrame, record: RecordSpec) -> DataFrame:
     )
 
 
+def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
+    """Debezium change events (JsonConverter, with or without the `schema` part) to records.
+
+    A tombstone (null value, after a delete) is no record. The id and a JSONPath event time are
+    read in the row image: `after` for creates, updates and snapshot reads, `before` for
+    deletes; a delete whose `before` lacks the id takes it from the key. `source_ts` is the
+    change's commit time in the source database (`source.ts_ms`, epoch ms); a delete whose
+    `before` lacks the event time takes that too. Several changes of one id stay several
+    records here; the reconcile step counts them as one id present.
+    """
+    from pyspark.sql import functions as F
+
+    from kafka_recon.spark.records import event_time, normalise_id, utf8_text
+
+    value, key = utf8_text(F.col("value")), utf8_text(F.col("key"))
+    env = F.coalesce(F.get_json_object(value, "$.payload"), value)
+    key_env = F.coalesce(F.get_json_object(key, "$.payload"), key)
+    deleted = F.get_json_object(env, "$.op") == "d"
+    row = F.when(deleted, F.get_json_object(env, "$.before")) \
+        .otherwise(F.get_json_object(env, "$.after"))
+    rec_id = F.get_json_object(row, record.id)
+    rec_id = F.when(deleted, F.coalesce(rec_id, F.get_json_object(key_env, record.id))) \
+        .otherwise(rec_id)
+    changed = event_time(F.get_json_object(env, "$.source.ts_ms"), "epoch_ms")
+    if record.event_time == "kafka_timestamp":
+        when = F.col("timestamp")
+    elif record.event_time == "source_ts":
+        when = changed
+    else:
+        when = event_time(F.get_json_object(row, record.event_time), record.event_time_format)
+        when = F.when(deleted, F.coalesce(when, changed)).otherwise(when)
+    return raw.where(F.col("value").isNotNull()).select(
+        normalise_id(rec_id).alias("id"),
+        when.alias("event_time"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp").alias("kafka_ts"),
+    )
+
+
+def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:
+    """A topic record of the window: identifiable, its event time in [start, end), and in the
+    topic before the window plus grace closed (one that came later is lost, not late)."""
+    from pyspark.sql import functions as F
+
+    return (F.col("id").isNotNull() & F.col("event_time").isNotNull()
+            & (F.col("event_time") >= F.lit(start)) & (F.col("event_time") < F.lit(end))
+            & (F.col("kafka_ts") < F.lit(closes_at)))
+
+
+def arrived(start: datetime, closes_at: datetime) -> Column:
+    """In the topic while the window and its grace ran: where an unidentifiable record, whose
+    event time is unknown, is counted."""
+    from pyspark.sql import functions as F
+
+    return (F.col("kafka_ts") >= F.lit(start)) & (F.col("kafka_ts") < F.lit(closes_at))
+
+
 def summarize(records: DataFrame, start: datetime, end: datetime,
-              closes_at: datetime | None = None) -> DataFrame:
+              closes_at: datetime | None = None, margin: timedelta = timedelta(0)
+              ) -> DataFrame:
     """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint,
     and `out_of_order`.
 
@@ -75,24 +136,26 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
     disagree on it.
 
     The offsets read are found by Kafka timestamp: from the first record at or after the window
-    start to the first at or after its close. A record between them stamped before the start or
-    at or after the close proves the partition's timestamps are out of order, so records of the
-    window may also lie outside those offsets: `out_of_order` counts them.
+    start less `margin` to the first at or after its close plus `margin`. Out-of-order
+    timestamps within the margin hide nothing: every record of the window lies inside what was
+    read. A record read that is stamped further out proves disorder wider than the margin, so
+    records of the window may lie beyond what was read: `out_of_order` counts them.
     """
     from pyspark.sql import functions as F
 
+    closes_at = closes_at or end
     identifiable = F.col("id").isNotNull() & F.col("event_time").isNotNull()
-    in_window = identifiable & (F.col("event_time") >= F.lit(start)) & \
-        (F.col("event_time") < F.lit(end))
+    in_window = counted(start, end, closes_at)
     return records.agg(
         F.count(F.lit(1)).alias("read"),
         F.count(F.when(in_window, 1)).alias("count"),
         F.count_distinct(F.when(in_window, F.col("id"))).alias("distinct"),
-        F.count(F.when(~identifiable, 1)).alias("unidentifiable"),
+        F.count(F.when(~identifiable & arrived(start, closes_at), 1)).alias("unidentifiable"),
         F.coalesce(F.sum(F.when(in_window, F.xxhash64("id").cast("decimal(38,0)"))),
                    F.lit(0).cast("decimal(38,0)")).cast("string").alias("fingerprint"),
-        F.count(F.when((F.col("kafka_ts") < F.lit(start))
-                       | (F.col("kafka_ts") >= F.lit(closes_at or end)), 1)).alias("out_of_order"),
+        F.count(F.when((F.col("kafka_ts") < F.lit(start - margin))
+                       | (F.col("kafka_ts") >= F.lit(closes_at + margin)), 1)
+                ).alias("out_of_order"),
     )
 
 
@@ -125,11 +188,16 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     from kafka_recon.window import Window
 
     tier = flow.topic_tier
+    # the window's offsets (the estimate, retention) and the wider ones read (the disorder
+    # margin on both sides)
     ranges = window_offsets(tier.bootstrap, tier.topic, Window.millis(window.start),
                             Window.millis(window.closes_at))
+    read = window_offsets(tier.bootstrap, tier.topic,
+                          Window.millis(window.start - flow.disorder),
+                          Window.millis(window.closes_at + flow.disorder))
     committed = committed_offsets(tier.bootstrap, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
-    starting, ending = spark_offsets(tier.topic, ranges)
+    starting, ending = spark_offsets(tier.topic, read)
     replays = []
     for i in range(1, (replays_wanted or flow.replays) + 1):
         group = f"kafka-recon-{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
@@ -141,11 +209,13 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             .write.mode("overwrite").parquet(str(target))
         # an aggregate always yields exactly one row
         row = summarize(spark.read.parquet(str(target)), window.start, window.end,
-                        window.closes_at).collect()[0]
+                        window.closes_at, flow.disorder).collect()[0]
         replays.append({"group": group, "path": str(target), **row.asDict()})
     out = {
         "tier": tier.name,
         "offsets": as_json(ranges),
+        "read_offsets": as_json(read),
+        "disorder_seconds": int(flow.disorder.total_seconds()),
         "estimate": sum(r.end - r.start for r in ranges),
         "committed": {g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
         "replays": replays,

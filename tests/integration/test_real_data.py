@@ -190,3 +190,96 @@ def test_a_postgresql_session_in_another_time_zone_selects_the_same_utc_window(
     assert (r["status"], findings(r)) == ("ok", [])
     sink = next(t for t in r["tiers"] if t["name"] == "sink")
     assert sink["count"] == len(rows)
+
+
+def _debezium(op: str, row_id: int, t: Any, with_schema: bool, *, deleted_before: bool = False
+              ) -> tuple[bytes, bytes | None]:
+    """A change event as Debezium's JsonConverter writes it (schemas.enable true or false)."""
+    ms = int(t.timestamp() * 1000)
+    image = {"id": row_id, "ts": ms}
+    source = {"version": "2.7.3.Final", "connector": "postgresql", "name": "shop",
+              "ts_ms": ms + 500, "snapshot": "true" if op == "r" else "false", "db": "shop",
+              "schema": "public", "table": "orders", "txId": 700 + row_id, "lsn": 9000 + row_id}
+    payload = {"before": {"id": row_id, "ts": None} if deleted_before else None,
+               "after": None if op == "d" else image, "source": source, "op": op,
+               "ts_ms": ms + 900, "transaction": None}
+    key: dict[str, Any] = {"id": row_id}
+    if with_schema:
+        row = {"type": "struct", "optional": True, "name": "shop.public.orders.Value",
+               "fields": [{"type": "int64", "optional": False, "field": "id"},
+                          {"type": "int64", "optional": True, "field": "ts",
+                           "name": "io.debezium.time.Timestamp", "version": 1}]}
+        schema = {"type": "struct", "optional": False, "name": "shop.public.orders.Envelope",
+                  "version": 2, "fields": [{**row, "field": "before"}, {**row, "field": "after"},
+                                           {"type": "struct", "field": "source", "fields": []},
+                                           {"type": "string", "field": "op"},
+                                           {"type": "int64", "field": "ts_ms"}]}
+        payload = {"schema": schema, "payload": payload}
+        key = {"schema": {"type": "struct", "optional": False, "name": "shop.public.orders.Key",
+                          "fields": [{"type": "int64", "optional": False, "field": "id"}]},
+               "payload": key}
+    return json.dumps(key).encode(), json.dumps(payload).encode()
+
+
+@pytest.mark.parametrize("with_schema", [True, False])
+def test_a_debezium_topic_reconciles_creates_updates_deletes_and_tombstones(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any, with_schema: bool) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    rows = {i: at(i * 20) for i in range(1, 21)}
+    scn.upstream(rows)  # the table keeps every row of the window (15 is soft-deleted there)
+    scn.sink([(i, t) for i, t in rows.items() if i != 12])
+    events = [(*_debezium("r" if i <= 5 else "c", i, t, with_schema), t)
+              for i, t in rows.items()]
+    for i in (3, 3, 9):  # updates: one id present, never a duplicate
+        events.append((*_debezium("u", i, rows[i], with_schema), rows[i]))
+    key, value = _debezium("d", 15, rows[15], with_schema, deleted_before=True)
+    events += [(key, value, rows[15]), (key, None, rows[15])]  # the delete, then its tombstone
+    scn.produce_raw(events)
+    _record(scn, envelope="debezium", event_time_format="epoch_ms")
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", 1)]
+    [f] = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert scn.texts(f["ids"]) == ["12"]
+    topic = next(t for t in r["tiers"] if t["name"] == "topic")
+    assert (topic["count"], topic["distinct"], topic["unidentifiable"]) == (24, 20, 0)
+
+
+def test_timestamp_jitter_at_the_window_end_within_the_margin_hides_no_record(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    from datetime import timedelta
+
+    from tests.integration.engine_harness import END
+
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
+    rows = {i: at(i * 30) for i in range(1, 11)}
+    last = {11: END - timedelta(minutes=1)}
+    scn.upstream({**rows, **last})
+    scn.sink(list({**rows, **last}.items()))
+    scn.produce(list(rows.items()))
+    closes = END + timedelta(minutes=10)
+    # another producer's clock runs ahead: its record, of the next window, lands first ...
+    scn.produce_raw([(b"900", json.dumps({"id": 900, "ts": text(END + timedelta(hours=1))}
+                                         ).encode(), closes + timedelta(seconds=2))])
+    # ... and the window's last record, stamped 2 seconds earlier, after it
+    scn.produce(list(last.items()), arrival=closes - timedelta(seconds=1))
+    r = scn.reconcile(spark)
+    assert r["status"] == "ok", r["reasons"]
+    assert findings(r) == [("late", "write", "db->topic", 1)]
+
+
+def test_disorder_wider_than_the_margin_is_inconclusive(kafka: KafkaCluster, tmp_path: Path,
+                                                        spark: Any) -> None:
+    from datetime import timedelta
+
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
+    rows = {i: at(i * 30) for i in range(1, 11)}
+    scn.upstream(rows)
+    scn.sink(list(rows.items()))
+    scn.produce(list(rows.items())[:5])
+    # a back-filling producer writes a record stamped an hour before the window among them
+    scn.produce_raw([(b"901", json.dumps({"id": 901, "ts": text(at(-60))}).encode(),
+                      START - timedelta(hours=1))])
+    scn.produce(list(rows.items())[5:])
+    r = scn.reconcile(spark)
+    assert r["status"] == "inconclusive"
+    assert "by more than the flow's disorder margin (300s)" in r["reasons"][0]

@@ -169,3 +169,22 @@ def test_records_stamped_outside_the_window_between_its_offsets_are_out_of_order
             ("4", at(4), 0, 4, START - timedelta(hours=1))]   # an earlier day, after the start
     row = P.summarize(spark.createDataFrame(rows, TOPIC), START, END, closes).first()
     assert row is not None and row["out_of_order"] == 2
+
+
+def test_disorder_within_the_margin_hides_nothing_and_what_came_after_grace_is_not_counted(
+        spark: SparkSession) -> None:
+    closes = END + timedelta(minutes=10)
+    margin = timedelta(minutes=5)
+    rows = [("1", at(1), 0, 1, at(1)),
+            ("2", at(2), 0, 2, START - timedelta(minutes=3)),   # stamped early, within margin
+            ("3", END + timedelta(hours=1), 0, 3, closes + timedelta(minutes=2)),  # next window
+            ("4", at(4), 0, 4, closes - timedelta(seconds=1)),  # after it: late, inside grace
+            ("5", at(5), 0, 5, closes + timedelta(minutes=1)),  # after grace: lost, not counted
+            (None, None, 0, 6, closes + timedelta(minutes=1)),  # unreadable, the next window's
+            (None, None, 0, 7, at(7))]                          # unreadable, this window's
+    row = P.summarize(spark.createDataFrame(rows, TOPIC), START, END, closes, margin).first()
+    assert row is not None
+    assert (row["read"], row["count"], row["unidentifiable"], row["out_of_order"]) == (7, 3, 1, 0)
+    wide = [*rows, ("8", at(8), 0, 8, closes + timedelta(minutes=6))]  # beyond the margin
+    row = P.summarize(spark.createDataFrame(wide, TOPIC), START, END, closes, margin).first()
+    assert row is not None and row["out_of_order"] == 1
