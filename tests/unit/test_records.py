@@ -4,6 +4,7 @@ reader reads back to the exact ids; on a local Spark."""
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,3 +121,21 @@ def test_id_files_are_rfc_4180_and_read_back_to_the_exact_ids(spark: SparkSessio
     assert sorted(r[0] for r in rows[1:]) == sorted(TRICKY)
     text = path.read_text(encoding="utf-8")
     assert '"say ""hi"""' in text and "\\\"" not in text.replace('\\""x', "")
+
+
+def test_debezium_events_without_their_schema_part_read_like_those_with_it(
+        spark: SparkSession) -> None:
+    # the shapes Debezium's JsonConverter writes with schemas.enable=false
+    env = {"source": {"ts_ms": 1795163415123}, "ts_ms": 1795163415999}
+    raw = _kafka(spark, [
+        (b'{"id": 1}', json.dumps({**env, "op": "c", "before": None,
+                                   "after": {"id": 1, "ts": 1795163415123}}).encode()),
+        (b'{"id": 1}', json.dumps({**env, "op": "u", "before": None,
+                                   "after": {"id": 1, "ts": 1795163415123}}).encode()),
+        (b'{"id": 2}', json.dumps({**env, "op": "d", "after": None,
+                                   "before": {"id": None, "ts": None}}).encode()),
+        (b'{"id": 2}', None)])  # the tombstone
+    recs = extract_records(raw, RecordSpec(  # type: ignore[arg-type]
+        id="$.id", event_time="$.ts", event_time_format="epoch_ms", envelope="debezium"))
+    assert [(r["id"], r["event_time"]) for r in recs.collect()] == [("1", T), ("1", T),
+                                                                   ("2", T)]
