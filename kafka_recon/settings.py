@@ -99,11 +99,12 @@ def run_owner() -> str | None:
     return os.environ.get(RUN_OWNER_VAR) or None
 
 
-def conn_env_var(conn_id: str) -> str:
-    """Where an Airflow task hands a connection it resolved to the Spark job it starts."""
+def conn_env_var(conn_id: str, prefix: str = "KAFKA_RECON_CONN_") -> str:
+    """The variable a connection id is read from, spelled as Airflow spells AIRFLOW_CONN_<ID>;
+    by default where an Airflow task hands a connection it resolved to its Spark job."""
     import re
 
-    return "KAFKA_RECON_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
+    return prefix + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
 
 
 def _jar_list(kind: str) -> list[Path]:

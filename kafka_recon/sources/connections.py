@@ -31,7 +31,7 @@ _POSTGRES_TYPES = ("postgres", "postgresql")
 
 
 def airflow_env_var(conn_id: str) -> str:
-    return "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
+    return conn_env_var(conn_id, "AIRFLOW_CONN_")
 
 
 def in_airflow_task() -> bool:
