@@ -285,3 +285,26 @@ def test_disorder_wider_than_the_margin_is_inconclusive(kafka: KafkaCluster, tmp
     r = scn.reconcile(spark)
     assert r["status"] == "inconclusive"
     assert "by more than the flow's disorder margin (300s)" in r["reasons"][0]
+
+
+def test_uuid_ids_in_postgresql_are_the_json_strings(kafka: KafkaCluster, postgres: Any,
+                                                     tmp_path: Path, spark: Any) -> None:
+    import uuid
+
+    up = postgres.create_database("uuid_up")
+    down = postgres.create_database("uuid_down")
+    scn = Scenario(tmp_path, kafka.bootstrap, up_url=up, down_url=down)
+    for url, table in ((up, "src"), (down, "dst")):
+        scn._sql(url, f"DROP TABLE {table}")
+        scn._sql(url, f"CREATE TABLE {table} (id UUID, ts TIMESTAMP)")
+    ids = [uuid.UUID(int=n * 0x1234567890ABCDEF1234567890ABCDEF % 2**128) for n in range(1, 9)]
+    t = at(90)
+    for url, table, keep in ((up, "src", ids), (down, "dst", ids[1:])):
+        scn._sql(url, f"INSERT INTO {table} VALUES (CAST(:i AS UUID), :t)",
+                 [{"i": str(i), "t": t.replace(tzinfo=None)} for i in keep])
+    scn.produce_raw([(None, json.dumps({"id": str(i), "ts": text(t)}).encode(), t)
+                     for i in ids])
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "consume", "topic->sink", 1)]
+    [f] = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert scn.texts(f["ids"]) == [str(ids[0])]
