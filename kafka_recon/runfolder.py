@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from kafka_recon.errors import RunInProgress, StepFailed
 from kafka_recon.window import Window, iso_z
 
 # the steps of a run, in order, and what each writes (files and folders, relative)
@@ -122,8 +123,6 @@ class RunFolder:
 
     def read_json(self, path: Path, step: str) -> Any:
         """A step's output; a missing one names the step that should have written it."""
-        from kafka_recon.errors import StepFailed
-
         if not path.exists():
             raise StepFailed(step, FileNotFoundError(
                 f"{path} is missing: the '{step}' step has not run for this window"))
@@ -138,10 +137,11 @@ class RunFolder:
                     shutil.rmtree(target)
                 else:
                     target.unlink(missing_ok=True)
-        journal = self.steps()
-        if journal:
-            self.write_json(self.journal, {k: v for k, v in journal.items()
-                                           if k.split(" ")[0] not in steps})
+        with self._guard():
+            journal = self.steps()
+            if journal:
+                self.write_json(self.journal, {k: v for k, v in journal.items()
+                                               if k.split(" ")[0] not in steps})
 
     # ------------------------------------------------------------------ the journal
     def steps(self) -> dict[str, dict[str, str]]:
@@ -211,8 +211,9 @@ class RunFolder:
                 return False  # a command line run that died
             except PermissionError:
                 pass
-        times = [e.get("at", "") for e in self.steps().values()] + [current.get("since", "")]
-        latest = max(t for t in times if t) if any(times) else ""
+        # the last sign of life: its claim, or its newest journal entry (ISO text sorts as time)
+        latest = max([e.get("at", "") for e in self.steps().values()]
+                     + [current.get("since", "")])
         if not latest:
             return True
         heard = datetime.strptime(latest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
@@ -220,22 +221,22 @@ class RunFolder:
 
     def claim(self, owner: str, stale: timedelta, pid: int | None = None) -> None:
         """Hold the folder for the run `owner`, or refuse naming the run that holds it."""
-        from kafka_recon.errors import RunInProgress
-
         with self._guard():
             current = self.owner()
             if current and current.get("owner") != owner and self._holds(current, stale):
-                raise RunInProgress(
-                    f"{self.path}: another run of this window is under way ({current['owner']},"
-                    f" since {current.get('since')}): wait for it to finish, then run again")
+                raise self._refusal(current)
             self.write_json(self.owner_file, {
                 "owner": owner, "since": iso_z(datetime.now(UTC)), "host": socket.gethostname(),
                 "pid": pid})
 
+    def _refusal(self, held: dict[str, Any]) -> RunInProgress:
+        return RunInProgress(
+            f"{self.path}: another run of this window is under way "
+            f"({held.get('owner', 'a command line run')}, since {held.get('since', '?')}): "
+            "wait for it to finish, then run again")
+
     def check_owner(self, owner: str) -> None:
         """A step of run `owner` goes on only while that run holds the folder."""
-        from kafka_recon.errors import RunInProgress
-
         current = self.owner()
         if current and current.get("owner") != owner:
             raise RunInProgress(f"{self.path}: another run of this window ({current['owner']}) "
@@ -251,20 +252,13 @@ class RunFolder:
     def exclusive(self, owner: str, stale: timedelta) -> Iterator[None]:
         """A command line run: the OS lock for its whole life, and the owner mark for the
         Airflow runs that cannot share the lock."""
-        from kafka_recon.errors import RunInProgress
-
         self.path.mkdir(parents=True, exist_ok=True)
         handle: IO[str] = (self.path / ".run.lock").open("w")
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                held = self.owner() or {}
-                raise RunInProgress(
-                    f"{self.path}: another run of this window is under way "
-                    f"({held.get('owner', 'a command line run')}, since "
-                    f"{held.get('since', '?')}): wait for it to finish, then run again"
-                ) from None
+                raise self._refusal(self.owner() or {}) from None
             self.claim(owner, stale, pid=os.getpid())
             try:
                 yield

@@ -38,7 +38,7 @@ def extract_records(raw: DataFrame, record: RecordSpec) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
-    from kafka_recon.spark.records import event_time, normalise_id, utf8_text
+    from kafka_recon.spark.records import event_time, utf8_text
 
     if record.envelope == "debezium":
         return extract_changes(raw, record)
@@ -58,13 +58,17 @@ def extract_records(raw: DataFrame, record: RecordSpec) -> DataFrame:
             if record.event_time != "kafka_timestamp" else None
     when = F.col("timestamp") if ts_text is None \
         else event_time(ts_text, record.event_time_format)
-    return raw.select(
-        normalise_id(rec_id).alias("id"),
-        when.alias("event_time"),
-        F.col("partition"),
-        F.col("offset"),
-        F.col("timestamp").alias("kafka_ts"),
-    )
+    return _as_records(raw, rec_id, when)
+
+
+def _as_records(raw: DataFrame, rec_id: Column, when: Column) -> DataFrame:
+    """The replay's record shape: (id, event_time, partition, offset, kafka_ts)."""
+    from pyspark.sql import functions as F
+
+    from kafka_recon.spark.records import normalise_id
+
+    return raw.select(normalise_id(rec_id).alias("id"), when.alias("event_time"),
+                      F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"))
 
 
 def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
@@ -79,7 +83,7 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
-    from kafka_recon.spark.records import event_time, normalise_id, utf8_text
+    from kafka_recon.spark.records import event_time, utf8_text
 
     value, key = utf8_text(F.col("value")), utf8_text(F.col("key"))
     env = F.coalesce(F.get_json_object(value, "$.payload"), value)
@@ -98,13 +102,7 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     else:
         when = event_time(F.get_json_object(row, record.event_time), record.event_time_format)
         when = F.when(deleted, F.coalesce(when, changed)).otherwise(when)
-    return raw.where(F.col("value").isNotNull()).select(
-        normalise_id(rec_id).alias("id"),
-        when.alias("event_time"),
-        F.col("partition"),
-        F.col("offset"),
-        F.col("timestamp").alias("kafka_ts"),
-    )
+    return _as_records(raw.where(F.col("value").isNotNull()), rec_id, when)
 
 
 def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:
