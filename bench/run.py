@@ -196,7 +196,9 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
                           str(work / "run-{run}"), "--master", master],
         "e_quick_estimate": [*env_py, "-c",
                              "import sys,time;from kafka_recon.sources.topic import window_offsets;"
-                             "t=time.monotonic();r=window_offsets(sys.argv[1],sys.argv[2],"
+                             "from kafka_recon.sources.kafka_client import KafkaEndpoint;"
+                             "t=time.monotonic();r=window_offsets(KafkaEndpoint(sys.argv[1]),"
+                             "sys.argv[2],"
                              "int(sys.argv[3]),int(sys.argv[4]));"
                              "print(sum(x.end-x.start for x in r), time.monotonic()-t)",
                              bootstrap, TOPIC, str(int(start.timestamp() * 1000)),

@@ -36,6 +36,10 @@ class _Strict(BaseModel):
 
 
 EVENT_TIME_FORMATS = ("iso8601", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")
+# json: the value is JSON text; avro / json_schema: the schema registry's wire format (magic
+# byte 0, a 4-byte schema id, then Avro binary or JSON text); avro with `schema_file`: plain
+# Avro binary written without a registry
+RECORD_FORMATS = ("json", "avro", "json_schema")
 
 
 class RecordSpec(_Strict):
@@ -47,6 +51,9 @@ class RecordSpec(_Strict):
     # paths are read in the row image, `after` (c, u, r) or `before` (d); tombstones are no
     # records; several changes of one id are one id present
     envelope: Literal["none", "debezium"] = "none"
+    format: str = "json"
+    schema_file: str | None = Field(None, description="an Avro schema (.avsc) for topics "
+                                                      "written without a registry")
     event_time_format: str = Field(
         "iso8601", description="iso8601, epoch_s, epoch_ms, epoch_us, epoch_ns, or a Spark "
                                "datetime pattern such as 'dd/MM/yyyy HH:mm:ss' (UTC)")
@@ -70,9 +77,27 @@ class RecordSpec(_Strict):
         if self.event_time == "source_ts" and self.envelope != "debezium":
             raise ValueError('event_time "source_ts" is the change time of a debezium '
                              'envelope: set envelope: debezium')
+        if self.schema_file and self.format != "avro":
+            raise ValueError("schema_file is an Avro schema: set format: avro")
+        if self.format != "json" and self.envelope == "debezium":
+            raise ValueError("a debezium envelope is read from JSON values (format: json)")
+        if self.format != "json" and self.id == "value":
+            raise ValueError(f'id "value" is a whole text value; a {self.format} record names '
+                             "its id by a path into the decoded record")
         if self.envelope == "debezium" and self.id == "value":
             raise ValueError('id "value" is a whole plain value; a debezium change event '
                              'names its id by a JSONPath into the row')
+
+    @field_validator("format")
+    @classmethod
+    def _record_format(cls, v: str) -> str:
+        if v == "protobuf":
+            raise ValueError("protobuf records cannot be read: spark-protobuf is not on the "
+                             "Maven Central kafka-recon installs from (README, 'Record "
+                             "formats')")
+        if v not in RECORD_FORMATS:
+            raise ValueError(f"expected one of {', '.join(RECORD_FORMATS)}, got {v!r}")
+        return v
 
     @field_validator("event_time_format")
     @classmethod
@@ -116,8 +141,14 @@ ClientProps = dict[str, str | int | float | bool]
 class KafkaTier(_Strict):
     name: str
     type: Literal["kafka"]
-    bootstrap: str
+    # where the cluster is: `bootstrap`, or `conn` (an Airflow connection of type kafka whose
+    # extra is a librdkafka dict: bootstrap.servers, security.protocol, sasl.*, ssl.*), or both
+    bootstrap: str | None = None
+    conn: str | None = None
     topic: str
+    # the schema registry for `avro` / `json_schema` records (else the connection's
+    # schema.registry.url); `mock://name` is confluent-kafka's in-process registry (tests)
+    schema_registry: str | None = None
     consumer_groups: list[str] = []
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
     # the flow's own clients, which no broker can see: declared here or in the apps' files
@@ -125,6 +156,10 @@ class KafkaTier(_Strict):
     consumer: ClientProps = {}
     producer_properties: str | None = None
     consumer_properties: str | None = None
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.bootstrap and not self.conn:
+            raise ValueError("give 'bootstrap', 'conn' (an Airflow Kafka connection) or both")
 
 
 Tier = Annotated[SqlTier | FlumeTier | KafkaTier, Field(discriminator="type")]

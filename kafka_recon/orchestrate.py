@@ -141,14 +141,19 @@ def stage_tier(run: Run, tier_name: str) -> list[dict[str, Any]]:
 
 
 def stage_topic(run: Run) -> list[dict[str, Any]]:
-    """Step 1b: check the topic, audit the cluster, and gather every tier's staging into
-    stage.json (the order of the flow, whatever order the tier tasks finished in)."""
+    """Step 1b: check the topic and kafka-recon's rights on it, audit the cluster, and gather
+    every tier's staging into stage.json (the order of the flow, whatever order the tier tasks
+    finished in)."""
+    from kafka_recon.sources import preflight
     from kafka_recon.sources.audit import audit_flow
-    from kafka_recon.sources.topic import check_topic
+    from kafka_recon.sources.kafka_client import endpoint
 
     with _guarded(run, "stage"):
-        check_topic(run.flow.topic_tier.bootstrap, run.flow.topic_tier.topic)
-        audit = audit_flow(run.flow, run.config_dir)
+        tier = run.flow.topic_tier
+        ep = endpoint(tier)
+        # every missing right named at once, before a client times out on one of them
+        preflight.check(ep, tier.topic, tier.consumer_groups)
+        audit = audit_flow(run.flow, run.config_dir, ep)
         staged: list[dict[str, Any]] = []
         for name in staged_tiers(run.flow):
             staged += run.folder.read_json(run.folder.staged(name), f"stage {name}")

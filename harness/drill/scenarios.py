@@ -147,10 +147,12 @@ def s4_bite(ctx: Ctx, truth: Truth) -> str | None:
 # ------------------------------------------------------------------ consume side
 def _broker_committed(ctx: Ctx) -> dict[int, int]:
     """The group's committed offsets as the broker holds them (not as the app believes)."""
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
     from kafka_recon.sources.topic import check_topic, committed_offsets
 
-    parts = check_topic(ctx.bootstrap, ctx.topic)
-    got = committed_offsets(ctx.bootstrap, ctx.topic, [ctx.group], parts)[ctx.group]
+    ep = KafkaEndpoint(ctx.bootstrap)
+    parts = check_topic(ep, ctx.topic)
+    got = committed_offsets(ep, ctx.topic, [ctx.group], parts)[ctx.group]
     return {p: o for p, o in got.items() if o >= 0}
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from kafka_recon.config import ClientProps, Flow, KafkaTier
 from kafka_recon.errors import ConfigError
-from kafka_recon.sources.topic import NO_COMMIT, TopicError
+from kafka_recon.sources.kafka_client import KafkaEndpoint, endpoint
+from kafka_recon.sources.topic import GROUP_PREFIX, NO_COMMIT, TopicError
 
 TIMEOUT_S = 15.0
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
@@ -40,11 +41,12 @@ BATCH_OVERHEAD = 12
 class Facts:
     topic: str
     partitions: list[dict[str, Any]]          # id, leader, replicas, isr
-    topic_config: dict[str, str]
-    broker_config: dict[str, str]             # from one live broker: cluster-wide defaults
+    topic_config: dict[str, str] | None       # None: the principal may not read it
+    broker_config: dict[str, str] | None      # from one live broker: cluster-wide defaults
     groups: dict[str, dict[str, Any]]         # group -> lag, oldest_unconsumed_age_ms
     producer: dict[str, str] | None           # None: the flow declares no producer settings
     consumer: dict[str, str] | None
+    skipped: list[str] = field(default_factory=list)  # ACLs the principal lacks: facts unread
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Rule:
     why: str
     fix: str
     check: Callable[[Facts], list[Hit]] = field(repr=False)
+    reads_topic_config: bool = False  # skipped when the principal may not read the topic's
 
 
 # ------------------------------------------------------------------ helpers
@@ -91,7 +94,7 @@ def _one(cond: bool, observed: str, recommended: str, where: str = "") -> list[H
 
 
 def _min_isr(f: Facts) -> int:
-    return _int(f.topic_config.get("min.insync.replicas"), 1)
+    return _int((f.topic_config or {}).get("min.insync.replicas"), 1)
 
 
 def _rf(f: Facts) -> int:
@@ -149,7 +152,7 @@ def _min_isr_equal_rf(f: Facts) -> list[Hit]:
 
 
 def _unclean(f: Facts) -> list[Hit]:
-    v = f.topic_config.get("unclean.leader.election.enable", "false")
+    v = (f.topic_config or {}).get("unclean.leader.election.enable", "false")
     return _one(_true(v), f"unclean.leader.election.enable={v}", "false")
 
 
@@ -161,7 +164,7 @@ def _auto_commit(f: Facts) -> list[Hit]:
 
 def _size_chain(f: Facts) -> list[Hit]:
     hits = []
-    topic_max = _int(f.topic_config.get("max.message.bytes"), 1048588)
+    topic_max = _int((f.topic_config or {}).get("max.message.bytes"), 1048588)
     req = _prod(f, "max.request.size")
     if req is not None and _int(req) > topic_max:
         hits.append(Hit(f"producer max.request.size={req} > topic max.message.bytes="
@@ -171,8 +174,8 @@ def _size_chain(f: Facts) -> list[Hit]:
         hits.append(Hit(f"topic max.message.bytes={topic_max} > consumer "
                         f"max.partition.fetch.bytes={fetch}",
                         "max.partition.fetch.bytes >= max.message.bytes", "consumer"))
-    rfetch = _int(f.broker_config.get("replica.fetch.max.bytes"), 1048576)
-    mmax = _int(f.broker_config.get("message.max.bytes"), 1048588)
+    rfetch = _int((f.broker_config or {}).get("replica.fetch.max.bytes"), 1048576)
+    mmax = _int((f.broker_config or {}).get("message.max.bytes"), 1048588)
     if rfetch < mmax - BATCH_OVERHEAD:
         hits.append(Hit(f"broker replica.fetch.max.bytes={rfetch} < message.max.bytes={mmax}",
                         "replica.fetch.max.bytes >= message.max.bytes", "broker"))
@@ -180,7 +183,7 @@ def _size_chain(f: Facts) -> list[Hit]:
 
 
 def _retention(f: Facts) -> list[Hit]:
-    retention = _int(f.topic_config.get("retention.ms"), -1)
+    retention = _int((f.topic_config or {}).get("retention.ms"), -1)
     if retention < 0:
         return []
     return [Hit(f"retention.ms={retention}; oldest record group {g} has not consumed is "
@@ -230,14 +233,14 @@ RULES: list[Rule] = [
          "Recreate or reassign the topic with replication factor 3.", _replication),
     Rule("T2-min-isr", "config_risk", "write", "high", "000,002",
          "With min.insync.replicas below 2, acks=all is satisfied by the leader alone.",
-         "Set min.insync.replicas=2 on the topic.", _min_isr_low),
+         "Set min.insync.replicas=2 on the topic.", _min_isr_low, reads_topic_config=True),
     Rule("T3-min-isr-equals-rf", "config_risk", "write", "medium", "002",
          "With min.insync.replicas equal to the replication factor, one broker down stops all "
          "writes.", "Keep min.insync.replicas below the replication factor.",
-         _min_isr_equal_rf),
+         _min_isr_equal_rf, reads_topic_config=True),
     Rule("T4-unclean-election", "config_risk", "write", "high", "000,001,002",
          "Unclean election lets a lagging replica become leader and truncates what it lacked.",
-         "Set unclean.leader.election.enable=false.", _unclean),
+         "Set unclean.leader.election.enable=false.", _unclean, reads_topic_config=True),
     Rule("C1-auto-commit", "config_risk", "consume", "high", "000,001",
          "Auto commit commits records that were fetched but not yet processed; a crash loses "
          "them.", "Disable auto commit and commit after processing.", _auto_commit),
@@ -246,21 +249,35 @@ RULES: list[Rule] = [
          "(MessageSizeTooLargeException) and lost.",
          "Make the limits agree: max.request.size <= max.message.bytes <= "
          "max.partition.fetch.bytes, replica.fetch.max.bytes >= message.max.bytes.",
-         _size_chain),
+         _size_chain, reads_topic_config=True),
     Rule("R1-retention-vs-lag", "config_risk", "consume", "high", "003,004",
          "Retention shorter than the consumer's lag deletes records before they are read.",
-         "Raise retention.ms or catch the consumer up.", _retention),
+         "Raise retention.ms or catch the consumer up.", _retention, reads_topic_config=True),
     Rule("H1-under-replicated", "health", "write", "medium", "002,003",
          "A replica out of sync is one failure closer to loss.",
          "Find the lagging or dead broker and bring it back.", _under_replicated),
     Rule("H2-below-min-isr", "health", "write", "high", "002,003",
          "Below min.insync.replicas, acks=all producers are refused: writes fail or are lost "
-         "by clients that do not check.", "Restore the missing brokers.", _below_min_isr),
+         "by clients that do not check.", "Restore the missing brokers.", _below_min_isr,
+         reads_topic_config=True),
     Rule("H3-no-leader", "health", "write", "high", "002,003",
          "A partition without a leader is offline: nothing can be written or read.",
          "Restart the partition's replicas; do not enable unclean election to force it.",
          _no_leader),
 ]
+ACL_COSTS = {
+    "Topic": "the topic's own settings (replication, min.insync.replicas, retention, sizes) "
+             "are not checked",
+    "Cluster": "the brokers' defaults (unclean election, message.max.bytes, "
+               "min.insync.replicas) are not checked",
+}
+RULES.append(Rule(
+    "A1-audit-incomplete", "health", "write", "low", "004",
+    "kafka-recon's principal may not read these configurations, so part of the audit was "
+    "skipped.", "Grant the ACL named (README, 'Connecting to your cluster').",
+    lambda f: [Hit(f"missing ACL: {acl}", "granted",
+                   ACL_COSTS["Cluster" if ":kafka-cluster" in acl else "Topic"])
+               for acl in f.skipped]))
 # a health finding that makes a run inconclusive: the window could not be read whole
 BLOCKING = {"H2-below-min-isr", "H3-no-leader"}
 
@@ -269,6 +286,8 @@ def evaluate(facts: Facts, rules: list[Rule] | None = None) -> list[dict[str, An
     """Every rule over the facts: findings ordered by severity, each with its fix."""
     findings = []
     for rule in rules if rules is not None else RULES:
+        if rule.reads_topic_config and facts.topic_config is None:
+            continue  # the A1 row says what was skipped
         for hit in rule.check(facts):
             findings.append({
                 "kind": rule.kind, "rule": rule.id, "side": rule.side, "severity": rule.severity,
@@ -314,18 +333,27 @@ def client_settings(declared: ClientProps, properties: str | None,
     return merged
 
 
-def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Facts:
+def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
+                 ep: KafkaEndpoint | None = None) -> Facts:
     from confluent_kafka import (
         Consumer,
         KafkaError,
         KafkaException,
         TopicPartition,
     )
-    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+    from confluent_kafka.admin import ConfigResource, ResourceType
 
-    from kafka_recon.sources.topic import _first_timestamp, committed_offsets, topic_metadata
+    from kafka_recon.sources.topic import (
+        Client,
+        _first_timestamp,
+        committed_offsets,
+        topic_metadata,
+    )
 
-    admin = AdminClient({"bootstrap.servers": tier.bootstrap, "log_level": 3})
+    ep = ep or endpoint(tier)
+    client = Client(ep, "admin")
+    admin = client.handle
+    denied_codes = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 
     def settled(ask: Callable[[], Any], tries: int = 15) -> Any:
         # a broker that has not yet seen a new topic answers UNKNOWN_TOPIC_OR_PART, and one
@@ -337,16 +365,19 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
                 if n == tries - 1:
                     raise
             except KafkaException as exc:
+                if exc.args[0].code() in denied_codes:
+                    raise
                 if n == tries - 1 or not exc.args[0].retriable() and exc.args[0].code() not in (
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT):
                     raise
             time.sleep(0.3)
         return None
 
+    skipped: list[str] = []
     try:
         # plain metadata (any live broker answers), not DescribeTopics, which waits for the
         # broker the client takes for controller even when that one just died
-        cluster_md, md = topic_metadata(admin, tier.bootstrap, tier.topic)
+        cluster_md, md = topic_metadata(client, tier.topic)
         partitions = [{"id": p.id, "leader": p.leader, "replicas": sorted(p.replicas),
                        "isr": sorted(p.isrs)} for p in sorted(md.partitions.values(),
                                                               key=lambda p: p.id)]
@@ -354,11 +385,17 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
         # routed to the broker the client takes for controller: a fresh client per attempt
         # re-reads metadata, where KRaft names a live broker
         def topic_configs() -> Any:
-            fresh = AdminClient({"bootstrap.servers": tier.bootstrap, "log_level": 3})
-            return fresh.describe_configs([res], request_timeout=5)[res].result(6)
+            with Client(ep, "admin") as fresh:
+                return fresh.handle.describe_configs([res], request_timeout=5)[res].result(6)
 
-        topic_cfg = {k: e.value for k, e in settled(topic_configs).items()}
-        broker_cfg: dict[str, str] = {}
+        topic_cfg: dict[str, str] | None = None
+        try:
+            topic_cfg = {k: e.value for k, e in settled(topic_configs).items()}
+        except KafkaException as exc:
+            if exc.args[0].code() not in denied_codes:
+                raise
+            skipped.append(f"DESCRIBE_CONFIGS on Topic:{tier.topic}")
+        broker_cfg: dict[str, str] | None = {}
         # metadata may still list a broker that just died: ask the next one
         for node_id in sorted(cluster_md.brokers):
             broker = ConfigResource(ResourceType.BROKER, str(node_id))
@@ -366,18 +403,24 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
                 broker_cfg = {k: e.value for k, e in
                               admin.describe_configs([broker])[broker].result(5).items()}
                 break
-            except (KafkaException, concurrent.futures.TimeoutError):
+            except KafkaException as exc:
+                if exc.args[0].code() in denied_codes:
+                    skipped.append("DESCRIBE_CONFIGS on Cluster:kafka-cluster")
+                    broker_cfg = None
+                    break
+                continue
+            except concurrent.futures.TimeoutError:
                 continue
     except (KafkaException, concurrent.futures.TimeoutError) as exc:
-        raise TopicError(f"topic '{tier.topic}' on kafka at {tier.bootstrap}: "
+        raise TopicError(f"topic '{tier.topic}' on {ep.where}: "
                          f"{exc or 'no answer'}") from exc
 
     now_ms = now_ms or int(time.time() * 1000)
     groups: dict[str, dict[str, Any]] = {}
     parts = [p["id"] for p in partitions]
-    committed = committed_offsets(tier.bootstrap, tier.topic, tier.consumer_groups, parts)
-    consumer = Consumer({"bootstrap.servers": tier.bootstrap, "enable.auto.commit": False,
-                         "group.id": f"kafka-recon-audit-{uuid.uuid4()}", "log_level": 3})
+    committed = committed_offsets(ep, tier.topic, tier.consumer_groups, parts)
+    consumer = Consumer(ep.librdkafka({"enable.auto.commit": False,
+                                         "group.id": f"{GROUP_PREFIX}audit-{uuid.uuid4()}"}))
     try:
         for group, offsets in committed.items():
             lag, oldest = 0, None
@@ -395,8 +438,9 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None) -> Fact
         consumer.close()
     return Facts(tier.topic, partitions, topic_cfg, broker_cfg, groups,
                  client_settings(tier.producer, tier.producer_properties, base),
-                 client_settings(tier.consumer, tier.consumer_properties, base))
+                 client_settings(tier.consumer, tier.consumer_properties, base), skipped)
 
 
-def audit_flow(flow: Flow, config_dir: Path) -> list[dict[str, Any]]:
-    return evaluate(gather_facts(flow.topic_tier, config_dir))
+def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None
+               ) -> list[dict[str, Any]]:
+    return evaluate(gather_facts(flow.topic_tier, config_dir, ep=ep))

@@ -148,7 +148,81 @@ def secrets_of(url: str) -> list[str]:
     return [url, str(password)] if password else []
 
 
-def resolved_for_spark(conns: list[str]) -> dict[str, Any]:
+def resolved_for_spark(conns: list[str], kafka_conns: list[str] | None = None) -> dict[str, Any]:
     """`KAFKA_RECON_CONN_<ID>` for each connection id, resolved here (in the Airflow task), for
-    the Spark job it starts. URLs in the flow config need no handing over."""
-    return {conn_env_var(c): resolve(c) for c in dict.fromkeys(conns) if "://" not in c}
+    the Spark job it starts: an SQL tier's URL, a kafka tier's settings as a JSON object. URLs
+    in the flow config need no handing over."""
+    out = {conn_env_var(c): resolve(c) for c in dict.fromkeys(conns) if "://" not in c}
+    out.update({conn_env_var(c): json.dumps(resolve_kafka(c), sort_keys=True)
+                for c in dict.fromkeys(kafka_conns or [])})
+    return out
+
+
+# ------------------------------------------------------------------ kafka connections
+def _kafka_extra(conn_id: str, conn_type: str | None, extra: Any, host: str | None = None,
+                 port: Any = None) -> dict[str, Any]:
+    """The librdkafka dict of a connection of the Kafka provider's type (its extra)."""
+    if conn_type and conn_type.lower() != "kafka":
+        raise SourceError(f"connection '{conn_id}': type {conn_type!r} is not a Kafka "
+                          "connection (type 'kafka', its extra a librdkafka config dict)")
+    if isinstance(extra, str):
+        try:
+            extra = json.loads(extra) if extra.strip() else {}
+        except ValueError as exc:
+            raise SourceError(f"connection '{conn_id}': its extra is not valid JSON: "
+                              f"{exc}") from None
+    if not isinstance(extra, dict):
+        raise SourceError(f"connection '{conn_id}': its extra must be a JSON object of "
+                          "librdkafka settings")
+    extra = dict(extra)
+    if "bootstrap.servers" not in extra and host:
+        extra["bootstrap.servers"] = f"{host}:{port}" if port else host
+    return extra
+
+
+def _kafka_from_value(conn_id: str, value: str, var: str) -> dict[str, Any]:
+    """AIRFLOW_CONN_* of a Kafka connection, in JSON or URI form."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    text = value.strip()
+    if text.startswith(("{", "[")):
+        try:
+            fields = json.loads(text)
+        except ValueError as exc:
+            raise SourceError(f"connection '{conn_id}': {var} is not valid JSON: {exc}") from None
+        if not isinstance(fields, dict):
+            raise SourceError(f"connection '{conn_id}': {var} must be a JSON object")
+        return _kafka_extra(conn_id, fields.get("conn_type"), fields.get("extra", {}),
+                            fields.get("host"), fields.get("port"))
+    parts = urlsplit(text)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    extra: Any = query.pop("__extra__", None) or query
+    try:
+        port = parts.port
+    except ValueError:
+        raise SourceError(f"connection '{conn_id}': {var} has a port that is not a "
+                          "number") from None
+    return _kafka_extra(conn_id, parts.scheme.replace("-", "_"), extra, parts.hostname, port)
+
+
+def resolve_kafka(conn: str) -> dict[str, Any]:
+    """A kafka tier's connection: its librdkafka settings (and registry settings), found as
+    `resolve` finds an SQL tier's. Inside an Airflow task every secret is masked in its log."""
+    handed = os.environ.get(conn_env_var(conn))
+    if handed:
+        return _kafka_extra(conn, "kafka", handed)
+    if in_airflow_task():
+        from airflow.sdk import BaseHook
+
+        try:
+            c = BaseHook.get_connection(conn)
+        except Exception as exc:  # AirflowNotFoundException, a backend's own errors
+            raise ConnectionNotFound(f"connection '{conn}': Airflow does not know it "
+                                     f"({type(exc).__name__}: {exc})") from None
+        return _kafka_extra(conn, c.conn_type, c.extra_dejson, c.host, c.port)
+    var = airflow_env_var(conn)
+    value = os.environ.get(var)
+    if not value:
+        raise ConnectionNotFound(f"connection '{conn}': not set as {var} (a Kafka connection: "
+                                 "JSON with conn_type 'kafka' and a librdkafka dict as extra)")
+    return _kafka_from_value(conn, value, var)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kafka_recon.errors import TopicError
+from kafka_recon.sources.kafka_client import Diagnosis, KafkaEndpoint
 
 TIMEOUT_S = 15.0
 NO_COMMIT = -1001  # librdkafka's OFFSET_INVALID: the group never committed this partition
@@ -27,59 +28,90 @@ class PartitionRange:
     first_timestamp: int | None = None  # ms, of the record at log_start when log_start > 0
 
 
-def _consumer(bootstrap: str) -> Any:
-    from confluent_kafka import Consumer
-
-    # a throwaway group id: librdkafka wants one, but this consumer never joins or commits
-    return Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"kafka-recon-facts-{uuid.uuid4()}",
-        "enable.auto.commit": False,
-        "socket.timeout.ms": int(TIMEOUT_S * 1000),
-        "log_level": 3,
-    })
+# the prefix of every group id kafka-recon's clients use (README, "Connecting to your cluster":
+# the one group ACL kafka-recon needs is a prefixed one on it)
+GROUP_PREFIX = "kafka-recon-"
 
 
-def topic_metadata(client: Any, bootstrap: str, topic: str,
-                   settle_s: float = 10.0) -> tuple[Any, Any]:
+class Client:
+    """A confluent-kafka client of an endpoint, with what its error callback heard."""
+
+    def __init__(self, ep: KafkaEndpoint, kind: str = "consumer", **own: Any) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka.admin import AdminClient
+
+        self.ep, self.diagnosis = ep, Diagnosis()
+        if kind == "admin":
+            self.handle: Any = AdminClient(ep.librdkafka(own, self.diagnosis))
+        else:
+            # a throwaway group id: librdkafka wants one, but this consumer never joins or
+            # commits
+            self.handle = Consumer(ep.librdkafka({
+                "group.id": f"{GROUP_PREFIX}facts-{uuid.uuid4()}", "enable.auto.commit": False,
+                "socket.timeout.ms": int(TIMEOUT_S * 1000), **own}, self.diagnosis))
+
+    def close(self) -> None:
+        if hasattr(self.handle, "close"):
+            self.handle.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def unreachable(self, exc: object) -> TopicError:
+        """Why the cluster could not be used: authentication, TLS, or not reached at all."""
+        self.handle.poll(0)  # serves the error callback
+        return TopicError(self.diagnosis.fatal(self.ep)
+                          or f"{self.ep.where} cannot be reached: {exc}")
+
+
+def topic_metadata(client: Client, topic: str, settle_s: float = 10.0) -> tuple[Any, Any]:
     """(cluster metadata, topic metadata) once a broker answers with the topic whole.
 
     A new topic's metadata reaches brokers one by one, and a leader election leaves partitions
     briefly leaderless: those answers are retried for a few seconds before the topic is called
-    missing.
+    missing. A client that cannot authenticate fails at once with the reason, not a timeout.
     """
     import time
 
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
 
+    ep = client.ep
     deadline = time.monotonic() + settle_s
+    reach_by = time.monotonic() + TIMEOUT_S
     while True:
         try:
-            md = client.list_topics(topic, timeout=TIMEOUT_S)
+            md = client.handle.list_topics(topic, timeout=2.0)
         except KafkaException as exc:
-            raise TopicError(f"kafka at {bootstrap} cannot be reached: {exc}") from exc
+            client.handle.poll(0)
+            if client.diagnosis.fatal(ep) or time.monotonic() > reach_by:
+                raise client.unreachable(exc) from exc
+            continue
         tmd = md.topics.get(topic)
         if tmd is not None and tmd.error is None and tmd.partitions:
             return md, tmd
+        if tmd is not None and tmd.error is not None \
+                and tmd.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise TopicError(f"{ep.where}: not authorised to describe topic '{topic}' "
+                             f"(missing ACL: DESCRIBE on Topic:{topic})")
         if time.monotonic() > deadline:
-            raise TopicError(f"topic '{topic}' does not exist on kafka at {bootstrap}"
+            raise TopicError(f"topic '{topic}' does not exist on {ep.where}"
                              + (f" ({tmd.error.str()})" if tmd is not None and tmd.error
                                 else ""))
         time.sleep(0.3)
 
 
-def partitions(consumer: Any, bootstrap: str, topic: str) -> list[int]:
+def partitions(client: Client, topic: str) -> list[int]:
     """The topic's partition ids."""
-    return sorted(topic_metadata(consumer, bootstrap, topic)[1].partitions)
+    return sorted(topic_metadata(client, topic)[1].partitions)
 
 
-def check_topic(bootstrap: str, topic: str) -> list[int]:
+def check_topic(ep: KafkaEndpoint, topic: str) -> list[int]:
     """The topic's partitions; TopicError naming the broker or topic when it cannot be read."""
-    consumer = _consumer(bootstrap)
-    try:
-        return partitions(consumer, bootstrap, topic)
-    finally:
-        consumer.close()
+    with Client(ep) as client:
+        return partitions(client, topic)
 
 
 def _first_timestamp(consumer: Any, topic: str, partition: int, offset: int) -> int | None:
@@ -95,12 +127,14 @@ def _first_timestamp(consumer: Any, topic: str, partition: int, offset: int) -> 
         consumer.unassign()
 
 
-def window_offsets(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> list[PartitionRange]:
+def window_offsets(ep: KafkaEndpoint, topic: str, start_ms: int,
+                   end_ms: int) -> list[PartitionRange]:
     from confluent_kafka import KafkaException, TopicPartition
 
-    consumer = _consumer(bootstrap)
+    client = Client(ep)
+    consumer = client.handle
     try:
-        parts = partitions(consumer, bootstrap, topic)
+        parts = partitions(client, topic)
         starts = consumer.offsets_for_times(
             [TopicPartition(topic, p, start_ms) for p in parts], timeout=TIMEOUT_S)
         ends = consumer.offsets_for_times(
@@ -115,9 +149,9 @@ def window_offsets(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> li
                                       high if e.offset < 0 else e.offset, low, high, first))
         return out
     except KafkaException as exc:
-        raise TopicError(f"topic '{topic}' on kafka at {bootstrap}: {exc}") from exc
+        raise TopicError(f"topic '{topic}' on {ep.where}: {exc}") from exc
     finally:
-        consumer.close()
+        client.close()
 
 
 def retention_cut(ranges: list[PartitionRange], start_ms: int) -> list[int]:
@@ -130,7 +164,7 @@ def retention_cut(ranges: list[PartitionRange], start_ms: int) -> list[int]:
             if r.log_start > 0 and (r.first_timestamp is None or r.first_timestamp >= start_ms)]
 
 
-def committed_offsets(bootstrap: str, topic: str, groups: list[str],
+def committed_offsets(ep: KafkaEndpoint, topic: str, groups: list[str],
                       parts: list[int]) -> dict[str, dict[int, int]]:
     """Each production group's committed offset per partition (NO_COMMIT if none)."""
     if not groups:
@@ -146,8 +180,7 @@ def committed_offsets(bootstrap: str, topic: str, groups: list[str],
                KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
     out: dict[str, dict[int, int]] = {}
     for group in groups:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                             "enable.auto.commit": False, "log_level": 3})
+        consumer = Consumer(ep.librdkafka({"group.id": group, "enable.auto.commit": False}))
         try:
             deadline = time.monotonic() + 3 * TIMEOUT_S
             while True:
@@ -156,12 +189,22 @@ def committed_offsets(bootstrap: str, topic: str, groups: list[str],
                                              timeout=TIMEOUT_S)
                     break
                 except KafkaException as exc:
-                    if exc.args[0].code() not in waiting or time.monotonic() > deadline:
-                        raise TopicError(f"consumer group '{group}' on kafka at {bootstrap}: "
+                    code = exc.args[0].code()
+                    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                        raise TopicError(f"{ep.where}: not authorised to read consumer group "
+                                         f"'{group}' (missing ACL: DESCRIBE on Group:{group}); "
+                                         "without its committed offsets the run is "
+                                         "inconclusive") from exc
+                    if code not in waiting or time.monotonic() > deadline:
+                        raise TopicError(f"consumer group '{group}' on {ep.where}: "
                                          f"{exc}") from exc
                     time.sleep(0.5)  # the group coordinator is still loading
         finally:
             consumer.close()
+        denied = [tp for tp in res if tp.error is not None]
+        if denied:
+            raise TopicError(f"consumer group '{group}' on {ep.where}: {denied[0].error} "
+                             f"for partition {denied[0].partition}")
         out[group] = {tp.partition: tp.offset for tp in res}
     return out
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from kafka_recon.config import Flow, RecordSpec
     from kafka_recon.runfolder import RunFolder
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
     from kafka_recon.window import Window
 
 
@@ -158,11 +159,13 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
 
 
 # ------------------------------------------------------------------ I/O
-def read_window(spark: SparkSession, bootstrap: str, topic: str, starting: str, ending: str,
+def read_window(spark: SparkSession, ep: KafkaEndpoint, topic: str, starting: str, ending: str,
                 group_prefix: str, isolation_level: str) -> DataFrame:
+    # the endpoint's settings in the Java client's names: the same cluster, principal and TLS
+    # as staging. Kafka's clients log them with passwords, keys and the JAAS string hidden.
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**ep.spark_options())
         .option("subscribe", topic)
         .option("startingOffsets", starting)
         .option("endingOffsets", ending)
@@ -177,7 +180,9 @@ def read_window(spark: SparkSession, bootstrap: str, topic: str, starting: str, 
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         replays_wanted: int | None = None) -> dict[str, Any]:
     """Replay the window `replays_wanted` times (default: the flow's count) into the folder."""
+    from kafka_recon.sources.kafka_client import endpoint
     from kafka_recon.sources.topic import (
+        GROUP_PREFIX,
         as_json,
         committed_offsets,
         spark_offsets,
@@ -186,20 +191,21 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     from kafka_recon.window import Window
 
     tier = flow.topic_tier
+    ep = endpoint(tier)
     # the window's offsets (the estimate, retention) and the wider ones read (the disorder
     # margin on both sides)
-    ranges = window_offsets(tier.bootstrap, tier.topic, Window.millis(window.start),
+    ranges = window_offsets(ep, tier.topic, Window.millis(window.start),
                             Window.millis(window.closes_at))
-    read = window_offsets(tier.bootstrap, tier.topic,
+    read = window_offsets(ep, tier.topic,
                           Window.millis(window.start - flow.disorder),
                           Window.millis(window.closes_at + flow.disorder))
-    committed = committed_offsets(tier.bootstrap, tier.topic, tier.consumer_groups,
+    committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     starting, ending = spark_offsets(tier.topic, read)
     replays = []
     for i in range(1, (replays_wanted or flow.replays) + 1):
-        group = f"kafka-recon-{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
-        raw = read_window(spark, tier.bootstrap, tier.topic, starting, ending, group,
+        group = f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
+        raw = read_window(spark, ep, tier.topic, starting, ending, group,
                           tier.isolation_level)
         target = folder.replay_dir(i)
         # overwrite: re-running the window replaces this replay

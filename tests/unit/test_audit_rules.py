@@ -84,6 +84,8 @@ def test_client_rules_are_not_guessed_when_no_client_settings_are_declared() -> 
         {"id": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1]}])),
     ("H3-no-leader", lambda: changed(partitions=[
         {"id": 0, "leader": None, "replicas": [1, 2, 3], "isr": [1, 2, 3]}])),
+    ("A1-audit-incomplete", lambda: changed(
+        skipped=["DESCRIBE_CONFIGS on Cluster:kafka-cluster"], broker_config=None)),
 ])
 def test_each_rule_fires_on_its_unsafe_setting(rule: str, facts: Any) -> None:
     found = [f for f in evaluate(facts()) if f["rule"] == rule]
@@ -124,3 +126,14 @@ def test_a_malformed_properties_line_is_named(tmp_path: Path) -> None:
     (tmp_path / "p.properties").write_text("acks=all\njust words\n")
     with pytest.raises(ConfigError, match=r"p.properties, line 2: expected key=value"):
         read_properties(tmp_path / "p.properties")
+
+
+def test_a_topic_config_the_principal_may_not_read_is_not_guessed_at() -> None:
+    # unknown is not min.insync.replicas=1: the topic's rules are skipped and A1 names the ACL
+    facts = changed(topic_config=None, skipped=["DESCRIBE_CONFIGS on Topic:orders"],
+                    partitions=[{"id": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1]}])
+    found = evaluate(facts)
+    assert {f["rule"] for f in found} == {"A1-audit-incomplete", "H1-under-replicated"}
+    a1 = next(f for f in found if f["rule"] == "A1-audit-incomplete")
+    assert a1["observed"] == "missing ACL: DESCRIBE_CONFIGS on Topic:orders"
+    assert "topic's own settings" in a1["where"]

@@ -1,0 +1,118 @@
+"""Before counting: can kafka-recon's principal do what a run needs? Each missing ACL, named.
+
+With too few rights Kafka's clients only time out or say "Broker transport failure". Each right
+a run needs is asked for directly, with a request that needs exactly it and changes nothing:
+
+- DESCRIBE on the topic: its metadata and offsets (staging, the replay's offsets);
+- READ on the topic: the replay fetches its records;
+- DESCRIBE on each production group: its committed offsets, without which the run cannot
+  tell a consume-side loss to retention and is inconclusive;
+- DESCRIBE on the groups kafka-recon's own clients name (`kafka-recon-*`, a prefixed ACL):
+  librdkafka looks up their coordinator.
+
+Missing DESCRIBE_CONFIGS (topic, cluster) only shortens the audit; the audit says so itself.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from kafka_recon.errors import TopicError
+from kafka_recon.sources.kafka_client import KafkaEndpoint
+from kafka_recon.sources.topic import GROUP_PREFIX, TIMEOUT_S, Client, partitions
+
+READ_PROBE_S = 8.0
+
+
+@dataclass(frozen=True)
+class Gap:
+    acl: str     # "READ on Topic:orders"
+    cost: str    # what the run cannot do without it
+
+
+def _group_gap(ep: KafkaEndpoint, topic: str, part: int, group: str) -> bool:
+    """True when the principal may not describe `group` (an OffsetFetch says so)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    consumer = Consumer(ep.librdkafka({"group.id": group, "enable.auto.commit": False}))
+    try:
+        deadline = time.monotonic() + 3 * TIMEOUT_S
+        while True:
+            try:
+                consumer.committed([TopicPartition(topic, part)], timeout=TIMEOUT_S)
+                return False
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    return True
+                if time.monotonic() > deadline or code not in (
+                        KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT):
+                    raise TopicError(f"consumer group '{group}' on {ep.where}: {exc}") from exc
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+def _read_gap(client: Client, topic: str, parts: list[int]) -> bool:
+    """True when a fetch of the topic's first record is refused. A topic with no record
+    has nothing a replay could read: nothing to probe."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer = client.handle
+    for part in parts:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, part),
+                                                   timeout=TIMEOUT_S, cached=False)
+        if high > low:
+            break
+    else:
+        return False
+    consumer.assign([TopicPartition(topic, part, low)])
+    try:
+        deadline = time.monotonic() + READ_PROBE_S
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is None:
+                return False
+            if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                return True
+        return False  # no answer either way: the replay will say what it meets
+    finally:
+        consumer.unassign()
+
+
+def gaps(ep: KafkaEndpoint, topic: str, groups: list[str]) -> list[Gap]:
+    """Every ACL a run over this topic and these groups needs and the principal lacks."""
+    with Client(ep) as client:
+        try:
+            parts = partitions(client, topic)
+        except TopicError as exc:
+            if "DESCRIBE on Topic" in str(exc):
+                return [Gap(f"DESCRIBE on Topic:{topic}", "nothing can be counted")]
+            raise
+        found: list[Gap] = []
+        if _read_gap(client, topic, parts):
+            found.append(Gap(f"READ on Topic:{topic}", "the replay cannot read records"))
+    own = f"{GROUP_PREFIX}preflight-{uuid.uuid4().hex[:8]}"
+    if _group_gap(ep, topic, parts[0], own):
+        found.append(Gap(f"READ on Group:{GROUP_PREFIX} (prefixed)",
+                         "kafka-recon's own consumers cannot find their coordinator"))
+    for group in groups:
+        if _group_gap(ep, topic, parts[0], group):
+            found.append(Gap(f"DESCRIBE on Group:{group}",
+                             "without its committed offsets the run is inconclusive"))
+    return found
+
+
+def check(ep: KafkaEndpoint, topic: str, groups: list[str]) -> None:
+    """TopicError naming every missing ACL and its cost; nothing when all are granted."""
+    missing = gaps(ep, topic, groups)
+    if missing:
+        listed = "; ".join(f"{g.acl} ({g.cost})" for g in missing)
+        raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s): "
+                         f"{listed}. Grant them (README, 'Connecting to your cluster')")
