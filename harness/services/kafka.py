@@ -27,6 +27,7 @@ from harness.services.base import (
     signal_group,
     wait_dead,
 )
+from harness.services.kafka_security import Security
 from harness.services.ports import HOST, ensure_free, free_port, wait_open
 from kafka_recon.settings import kafka_classpath
 
@@ -65,6 +66,8 @@ class NodeState:
     port: int
     controller_port: int
     pid: int | None = None
+    sasl_port: int | None = None   # SASL_SSL and SSL (mTLS) listeners of a secured cluster
+    ssl_port: int | None = None
 
 
 @dataclass
@@ -72,6 +75,7 @@ class ClusterState:
     cluster_id: str
     nodes: list[NodeState]
     broker_config: dict[str, str] = field(default_factory=dict)
+    security_dir: str | None = None
 
 
 class KafkaCluster(Service):
@@ -88,6 +92,7 @@ class KafkaCluster(Service):
         ports: list[int] | None = None,
         broker_config: Mapping[str, str] | None = None,
         heap: str = "512m",
+        security: Security | None = None,
     ) -> None:
         if size not in (1, 3):
             raise ValueError(f"cluster size must be 1 or 3, got {size}")
@@ -99,6 +104,8 @@ class KafkaCluster(Service):
         self._broker_config = dict(broker_config or {})
         self.heap = heap
         self.state: ClusterState | None = self._load_state()
+        self.security = security or (Security(Path(self.state.security_dir))
+                                     if self.state and self.state.security_dir else None)
 
     # ---------------------------------------------------------------- state
     @property
@@ -110,7 +117,8 @@ class KafkaCluster(Service):
             return None
         raw = json.loads(self._state_path.read_text())
         nodes = [NodeState(**n) for n in raw["nodes"]]
-        return ClusterState(raw["cluster_id"], nodes, raw.get("broker_config", {}))
+        return ClusterState(raw["cluster_id"], nodes, raw.get("broker_config", {}),
+                            raw.get("security_dir"))
 
     def _save_state(self) -> None:
         assert self.state is not None
@@ -126,6 +134,16 @@ class KafkaCluster(Service):
     def bootstrap(self) -> str:
         state = self._require_state()
         return ",".join(f"{HOST}:{n.port}" for n in state.nodes)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The SASL_SSL listeners of a secured cluster."""
+        return ",".join(f"{HOST}:{n.sasl_port}" for n in self._require_state().nodes)
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listeners (client certificates required) of a secured cluster."""
+        return ",".join(f"{HOST}:{n.ssl_port}" for n in self._require_state().nodes)
 
     def node(self, node_id: int) -> NodeState:
         for n in self._require_state().nodes:
@@ -145,12 +163,18 @@ class KafkaCluster(Service):
             raise KafkaStartError(f"a cluster in {self.base_dir} is already running")
         if self.state is None:
             ports = self._ports or [free_port() for _ in range(self.size)]
+            secured = self.security is not None
             nodes = [
                 NodeState(node_id=i + 1, port=ensure_free(p, f"kafka node {i + 1}"),
-                          controller_port=free_port())
+                          controller_port=free_port(),
+                          sasl_port=free_port() if secured else None,
+                          ssl_port=free_port() if secured else None)
                 for i, p in enumerate(ports)
             ]
-            self.state = ClusterState(new_cluster_id(), nodes, self._broker_config)
+            if self.security is not None:
+                self.security.make()
+            self.state = ClusterState(new_cluster_id(), nodes, self._broker_config,
+                                      str(self.security.folder) if self.security else None)
             for n in nodes:
                 self._write_config(n)
                 self._format(java, classpath, n)
@@ -188,6 +212,13 @@ class KafkaCluster(Service):
             # small segments and a quick retention check let drills shorten retention for real
             "log.retention.check.interval.ms": "5000",
         }
+        if self.security is not None:
+            props["listeners"] += (f",SASL_SSL://{HOST}:{n.sasl_port},"
+                                   f"SSL://{HOST}:{n.ssl_port}")
+            props["advertised.listeners"] += (f",SASL_SSL://{HOST}:{n.sasl_port},"
+                                              f"SSL://{HOST}:{n.ssl_port}")
+            props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL,SSL:SSL"
+            props.update(self.security.broker_config())
         if len(state.nodes) == 1:
             props["controller.quorum.bootstrap.servers"] = f"{HOST}:{n.controller_port}"
         else:
@@ -204,6 +235,8 @@ class KafkaCluster(Service):
                f"--cluster-id={state.cluster_id}", "-c", str(d / "server.properties")]
         if len(state.nodes) == 1:
             cmd.append("--standalone")
+        if self.security is not None:
+            cmd += self.security.scram_args()
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               env=self._env(n), check=False)
         if proc.returncode != 0:
@@ -239,6 +272,10 @@ class KafkaCluster(Service):
         deadline = time.monotonic() + timeout
         for n in live:
             try:
+                for port in (n.sasl_port, n.ssl_port):
+                    if port:
+                        wait_open(port, max(1.0, deadline - time.monotonic()),
+                                  f"kafka node {n.node_id}'s secured listener")
                 wait_open(n.port, max(1.0, deadline - time.monotonic()), f"kafka node {n.node_id}")
             except TimeoutError as exc:
                 raise KafkaStartError(f"{exc}; see {self.node_dir(n.node_id) / 'server.log'}") \

@@ -51,7 +51,7 @@ def _truthy(value: Any) -> bool:
 
 
 class ReconSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit of a kafka-recon step, with the flow's SQL connections resolved here.
+    """spark-submit of a kafka-recon step, with the flow's connections resolved here.
 
     The connections are resolved through Airflow when the task runs (metadata database,
     environment, secrets backend) and handed to the Spark job in its environment: never on the
@@ -67,15 +67,23 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         from airflow.sdk.log import mask_secret
 
-        from kafka_recon.config import SqlTier, load_flow
-        from kafka_recon.settings import RUN_OWNER_VAR
+        from kafka_recon.config import KafkaTier, SqlTier, load_flow
+        from kafka_recon.settings import RUN_OWNER_VAR, conn_env_var
         from kafka_recon.sources.connections import resolved_for_spark, secrets_of
+        from kafka_recon.sources.kafka_client import endpoint
 
         flow = load_flow(self.config, self.flow)
-        handed = resolved_for_spark([t.conn for t in flow.tiers if isinstance(t, SqlTier)])
-        for url in handed.values():
-            for secret in secrets_of(url):
-                mask_secret(secret)
+        kafka = [t for t in flow.tiers if isinstance(t, KafkaTier) and t.conn]
+        handed = resolved_for_spark([t.conn for t in flow.tiers if isinstance(t, SqlTier)],
+                                    [t.conn for t in kafka if t.conn])
+        for tier in kafka:
+            endpoint(tier)  # masks the tier's secrets in every spelling (JAAS, keys, ...)
+        kafka_vars = {conn_env_var(t.conn) for t in kafka if t.conn}
+        for var, value in handed.items():
+            mask_secret(value)  # a kafka connection's settings, handed as one JSON text
+            if var not in kafka_vars:
+                for secret in secrets_of(value):
+                    mask_secret(secret)
         self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: _owner(context)}
         super().execute(context)
 

@@ -91,7 +91,7 @@ class KafkaEndpoint:
     def librdkafka(self, own: dict[str, Any] | None = None,
                    diagnosis: Diagnosis | None = None) -> dict[str, Any]:
         """confluent-kafka's config: the endpoint's settings, then kafka-recon's own."""
-        conf = {**dict(self.settings), "bootstrap.servers": self.bootstrap, "log_level": 3,
+        conf = {**dict(self.settings), "bootstrap.servers": self.bootstrap, "log_level": 2,
                 **(own or {})}
         if diagnosis is not None:
             conf["error_cb"] = diagnosis

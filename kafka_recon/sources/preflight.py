@@ -16,14 +16,15 @@ Missing DESCRIBE_CONFIGS (topic, cluster) only shortens the audit; the audit say
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from kafka_recon.errors import TopicError
 from kafka_recon.sources.kafka_client import KafkaEndpoint
 from kafka_recon.sources.topic import GROUP_PREFIX, TIMEOUT_S, Client, partitions
 
 READ_PROBE_S = 8.0
+PROBE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class Gap:
 
 
 def _group_gap(ep: KafkaEndpoint, topic: str, part: int, group: str) -> bool:
-    """True when the principal may not describe `group` (an OffsetFetch says so)."""
+    """True when the principal may not describe `group`. librdkafka does not fail the
+    OffsetFetch: its coordinator lookup is refused, which a poll then delivers."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     consumer = Consumer(ep.librdkafka({"group.id": group, "enable.auto.commit": False}))
@@ -41,11 +43,11 @@ def _group_gap(ep: KafkaEndpoint, topic: str, part: int, group: str) -> bool:
         deadline = time.monotonic() + 3 * TIMEOUT_S
         while True:
             try:
-                consumer.committed([TopicPartition(topic, part)], timeout=TIMEOUT_S)
+                consumer.committed([TopicPartition(topic, part)], timeout=PROBE_S)
                 return False
             except KafkaException as exc:
                 code = exc.args[0].code()
-                if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                if code == KafkaError.GROUP_AUTHORIZATION_FAILED or _refused(consumer):
                     return True
                 if time.monotonic() > deadline or code not in (
                         KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
@@ -56,32 +58,47 @@ def _group_gap(ep: KafkaEndpoint, topic: str, part: int, group: str) -> bool:
         consumer.close()
 
 
-def _read_gap(client: Client, topic: str, parts: list[int]) -> bool:
-    """True when a fetch of the topic's first record is refused. A topic with no record
-    has nothing a replay could read: nothing to probe."""
+def _refused(consumer: Any) -> bool:
+    from confluent_kafka import KafkaError
+
+    msg = consumer.poll(0.5)
+    return msg is not None and msg.error() is not None \
+        and msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def _read_probe(client: Client, topic: str, parts: list[int]) -> tuple[bool, bool]:
+    """(READ refused on the topic, DESCRIBE refused on kafka-recon's own group) from one
+    consumer that fetches the topic's first record. A topic with no record has nothing a
+    replay could read: only the group is probed then."""
     from confluent_kafka import KafkaError, TopicPartition
 
     consumer = client.handle
+    target = None
     for part in parts:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, part),
                                                    timeout=TIMEOUT_S, cached=False)
         if high > low:
+            target = TopicPartition(topic, part, low)
             break
-    else:
-        return False
-    consumer.assign([TopicPartition(topic, part, low)])
+    consumer.assign([target or TopicPartition(topic, parts[0])])
+    read_refused = group_refused = False
     try:
         deadline = time.monotonic() + READ_PROBE_S
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None:
+                if target is None:
+                    break
                 continue
             err = msg.error()
             if err is None:
-                return False
-            if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                return True
-        return False  # no answer either way: the replay will say what it meets
+                break
+            if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                group_refused = True
+            elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                read_refused = True
+                break
+        return read_refused, group_refused
     finally:
         consumer.unassign()
 
@@ -96,10 +113,10 @@ def gaps(ep: KafkaEndpoint, topic: str, groups: list[str]) -> list[Gap]:
                 return [Gap(f"DESCRIBE on Topic:{topic}", "nothing can be counted")]
             raise
         found: list[Gap] = []
-        if _read_gap(client, topic, parts):
-            found.append(Gap(f"READ on Topic:{topic}", "the replay cannot read records"))
-    own = f"{GROUP_PREFIX}preflight-{uuid.uuid4().hex[:8]}"
-    if _group_gap(ep, topic, parts[0], own):
+        read_refused, group_refused = _read_probe(client, topic, parts)
+    if read_refused:
+        found.append(Gap(f"READ on Topic:{topic}", "the replay cannot read records"))
+    if group_refused:
         found.append(Gap(f"READ on Group:{GROUP_PREFIX} (prefixed)",
                          "kafka-recon's own consumers cannot find their coordinator"))
     for group in groups:

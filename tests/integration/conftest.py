@@ -8,12 +8,18 @@ from pathlib import Path
 import pytest
 
 from harness.services.kafka import KafkaCluster
+from harness.services.kafka_security import Security
 
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """One single-node KRaft broker shared by the session; tests use their own topics."""
-    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), size=1).start()
+    """One single-node KRaft broker shared by the session; tests use their own topics.
+
+    It is secured as production clusters are (SASL_SSL with SCRAM and PLAIN, SSL with client
+    certificates, StandardAuthorizer denying what no ACL allows); its PLAINTEXT listener is
+    the platform's internal one, a super user's, which tests use to set the stage."""
+    base = tmp_path_factory.mktemp("kafka")
+    cluster = KafkaCluster(base / "cluster", size=1, security=Security(base / "certs")).start()
     yield cluster
     cluster.stop()
 

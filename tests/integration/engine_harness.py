@@ -63,6 +63,7 @@ class Scenario:
     groups: list[str] = field(default_factory=list)
     up_url: str | None = None     # SQLAlchemy URLs; SQLite files in tmp when not given
     down_url: str | None = None
+    kafka_conn: str | None = None  # the kafka tier names this connection, not `bootstrap`
 
     def __post_init__(self) -> None:
         self.topic = f"scn-{uuid.uuid4().hex[:10]}"
@@ -80,6 +81,9 @@ class Scenario:
         self.config.write_text(FLOW.format(up=self.up_url, down=self.down_url,
                                            bootstrap=self.bootstrap, topic=self.topic,
                                            groups=", ".join(self.groups)))
+        if self.kafka_conn:
+            self.config.write_text(self.config.read_text().replace(
+                f'bootstrap: "{self.bootstrap}"', f'conn: "{self.kafka_conn}"'))
         self.producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                                   "linger.ms": 5})
 

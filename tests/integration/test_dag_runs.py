@@ -1,6 +1,7 @@
-"""The daily DAG run by Airflow itself (`airflow dags test`): a SQL connection Airflow holds in
-its metadata database reaches Spark with its password in no log, no command line and no
-rendered field; and a re-run that fails half-way is reported as the inconclusive run it is,
+"""The daily DAG run by Airflow itself (`airflow dags test`): a SQL connection and a Kafka
+connection (SASL_SSL, SCRAM) Airflow holds in its metadata database reach every client, Spark
+included, with their passwords in no log, no command line, no rendered field, no file of the
+run and no mail; and a re-run that fails half-way is reported as the inconclusive run it is,
 never as the previous run's answer."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy.engine import make_url
 
 from harness.services.airflow import airflow, airflow_env
 from harness.services.kafka import KafkaCluster
+from harness.services.kafka_security import USERS, grant, reader_acls
 from harness.services.smtp import MailCatcher, read_maildir
 from tests.integration.engine_harness import END, START, Scenario
 
@@ -50,9 +52,12 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
     work = tmp_path_factory.mktemp("dagrun")
     password = f"pw-{uuid.uuid4().hex}"
     sink = make_url(postgres.create_database("dag_sink")).set(password=password)
-    scn = Scenario(work, kafka.bootstrap, down_url=sink.render_as_string(hide_password=False))
+    scn = Scenario(work, kafka.bootstrap, down_url=sink.render_as_string(hide_password=False),
+                   kafka_conn="kafka_prod")
     scn.flow_through(40, sink_lacks=LOST, every=10)
-    # the flow names a connection id; only Airflow's metadata database knows it
+    assert kafka.security is not None
+    grant(kafka.bootstrap, "recon", reader_acls(scn.topic, []))
+    # the flow names connection ids; only Airflow's metadata database knows them
     scn.config.write_text(scn.config.read_text().replace(str(scn.down_url), "sink_pg"))
     mail = MailCatcher(work / "mail").start()
     env = airflow_env(work / "airflow", smtp_port=mail.port, extra={
@@ -61,7 +66,9 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
     conns = work / "conns.json"
     conns.write_text(json.dumps({"sink_pg": {
         "conn_type": "postgres", "host": sink.host, "port": sink.port, "schema": sink.database,
-        "login": sink.username, "password": password}}))
+        "login": sink.username, "password": password},
+        "kafka_prod": {"conn_type": "kafka",
+                       "extra": json.dumps(kafka.security.sasl(kafka.sasl_bootstrap))}}))
     try:
         for args in (["db", "migrate"], ["connections", "import", str(conns)]):
             assert airflow(args, env, work / "setup.log").returncode == 0, work / "setup.log"
@@ -94,15 +101,17 @@ def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
 
     log = (dag.work / "first.log").read_text()
     assert "Spark-Submit cmd" in log and "kafka-recon-reconcile-f" in log
-    leaks = _files_holding(dag.work / "airflow" / "logs", dag.password) + \
-        _files_holding(dag.out, dag.password) + \
-        ([str(dag.work / "first.log")] if dag.password in log else [])
-    assert leaks == [], "the password is in a log or a run file"
-    with sqlite3.connect(dag.work / "airflow" / "airflow.db") as db:
-        rendered = [r[0] for r in db.execute(
-            "SELECT rendered_fields FROM rendered_task_instance_fields")]
-    assert rendered and not [r for r in rendered if dag.password in str(r)], \
-        "the password is in a rendered template field"
+    assert result["tiers"][1]["count"] == 40, "the replay read the topic over SASL_SSL"
+    for secret in (dag.password, USERS["recon"]):
+        leaks = _files_holding(dag.work / "airflow" / "logs", secret) + \
+            _files_holding(dag.out, secret) + _files_holding(dag.mail, secret) + \
+            ([str(dag.work / "first.log")] if secret in log else [])
+        assert leaks == [], "a password is in a log, a run file or a mail"
+        with sqlite3.connect(dag.work / "airflow" / "airflow.db") as db:
+            rendered = [r[0] for r in db.execute(
+                "SELECT rendered_fields FROM rendered_task_instance_fields")]
+        assert rendered and not [r for r in rendered if secret in str(r)], \
+            "a password is in a rendered template field"
 
 
 def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_answer(
