@@ -135,7 +135,8 @@ def grant(plaintext_bootstrap: str, principal: str, acls: list[tuple[str, str, s
 
     admin = AdminClient({"bootstrap.servers": plaintext_bootstrap})
     # confluent-kafka names the cluster resource BROKER
-    bindings = [AclBinding(ResourceType["BROKER" if rtype == "CLUSTER" else rtype], name, ResourcePatternType[pattern],
+    bindings = [AclBinding(ResourceType["BROKER" if rtype == "CLUSTER" else rtype], name,
+                           ResourcePatternType[pattern],
                            f"User:{principal}", "*", AclOperation[op], AclPermissionType.ALLOW)
                 for rtype, name, pattern, op in acls]
     for fut in admin.create_acls(bindings).values():

@@ -19,6 +19,7 @@ the same connection; they go to the registry client, never to Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,10 +185,9 @@ class KafkaEndpoint:
         info = s.get("basic.auth.user.info", "")
         if ":" in info:
             found.append(info.split(":", 1)[1])
-        try:  # the JAAS string alone: a secret even when other settings are wrong
+        # the JAAS string alone: a secret even when other settings are wrong
+        with contextlib.suppress(ConfigError):
             found.append(self._sasl(dict(self.settings))["sasl.jaas.config"])
-        except ConfigError:
-            pass
         return [x for x in dict.fromkeys(found) if x]
 
     def registry_conf(self, url: str | None) -> dict[str, str]:
