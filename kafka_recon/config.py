@@ -311,6 +311,10 @@ def _one_flow(path: Path, name: str, body: Any) -> Flow:
     if not isinstance(body, dict):
         raise ConfigError(f"{path}: flow '{name}': expected a mapping of fields")
     body = _expand_env(body, f"{path}: flow '{name}'")
+    record = body.get("record")
+    if isinstance(record, dict) and isinstance(record.get("schema_file"), str):
+        # like the apps' properties files: relative to the flow config's folder
+        body["record"] = {**record, "schema_file": str(path.parent / record["schema_file"])}
     try:
         return Flow(name=name, **body)
     except ValidationError as exc:

@@ -260,7 +260,8 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
             n_bad = bad.count()
             info["unidentifiable"] = n_bad
             if n_bad:
-                cols = ["partition", "offset"] if time_col == "kafka_ts" else ["id", "event_time"]
+                cols = ["partition", "offset", "reason"] if time_col == "kafka_ts" \
+                    else ["id", "event_time"]
                 info["unidentifiable_file"] = write_ids(
                     bad.fillna("", subset=["id"]) if time_col != "kafka_ts" else bad,
                     folder.ids_file("unidentifiable", tier.name), cols)

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from kafka_recon.config import Flow, RecordSpec
+    from kafka_recon.config import Flow, KafkaTier, RecordSpec
     from kafka_recon.runfolder import RunFolder
     from kafka_recon.sources.kafka_client import KafkaEndpoint
+    from kafka_recon.sources.registry import RegistrySchema
     from kafka_recon.window import Window
 
 
@@ -29,27 +30,46 @@ TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ------------------------------------------------------------------ pure transforms
-def extract_records(raw: DataFrame, record: RecordSpec) -> DataFrame:
-    """Kafka rows to (id, event_time, partition, offset, kafka_ts), with built-in functions only.
+def extract_records(raw: DataFrame, record: RecordSpec,
+                    schemas: dict[int, RegistrySchema] | None = None) -> DataFrame:
+    """Kafka rows to (id, event_time, partition, offset, kafka_ts, reason), with built-in
+    functions only.
 
-    Ids and event times are read as `kafka_recon.spark.records` says. A value that is not valid
-    UTF-8 or not JSON, or lacks a field, or holds a time that is not one, gives a null id or
-    event time: the record is counted as unidentifiable with its partition and offset, never
-    dropped, and the run goes on.
+    Ids and event times are read as `kafka_recon.spark.records` says, from the value in the
+    record's format (`kafka_recon.spark.formats` for registry-framed and Avro values; `schemas`
+    holds the window's schemas by id). A value that is not valid UTF-8 or not JSON, that is
+    misframed or does not decode, or lacks a field, or holds a time that is not one, gives a
+    null id or event time and a `reason`: the record is counted as unidentifiable with its
+    partition and offset, never dropped, and the run goes on.
     """
     from pyspark.sql import functions as F
 
+    from kafka_recon.spark.formats import avro_columns, json_schema_value
     from kafka_recon.spark.records import event_time, utf8_text
 
     if record.envelope == "debezium":
         return extract_changes(raw, record)
+    time_path = None if record.event_time == "kafka_timestamp" else record.event_time
+    if record.format == "avro":
+        rec_id, when, undecoded = avro_columns(F.col("value"), record.schema_file is None,
+                                               schemas or {}, record.id, time_path,
+                                               record.event_time_format)
+        return _as_records(raw, rec_id, F.col("timestamp") if when is None else when,
+                           record, undecoded)
+    why: Column | None = None
+    if record.format == "json_schema":
+        text, unframed = json_schema_value(F.col("value"), schemas or {})
+        # the reason reads the framed value: kept before the value becomes its JSON text
+        raw = raw.withColumn("_why", unframed).withColumn("value", text)
+        why = F.col("_why")
     value = utf8_text(F.col("value"))
     fields = [record.id, record.event_time]
     top = [p[2:] for p in fields if TOP_LEVEL.match(p)]
     if len(top) == 2:
         # both are top-level fields: parse each value once, not once per field
         raw = raw.select(F.json_tuple(value, *top).alias("_id", "_ts"), "key", "value",
-                         "partition", "offset", "timestamp")
+                         "partition", "offset", "timestamp",
+                         *(["_why"] if why is not None else []))
         rec_id = F.col("_id")
         ts_text: Column | None = F.col("_ts")
     else:
@@ -59,17 +79,24 @@ def extract_records(raw: DataFrame, record: RecordSpec) -> DataFrame:
             if record.event_time != "kafka_timestamp" else None
     when = F.col("timestamp") if ts_text is None \
         else event_time(ts_text, record.event_time_format)
-    return _as_records(raw, rec_id, when)
+    return _as_records(raw, rec_id, when, record, why)
 
 
-def _as_records(raw: DataFrame, rec_id: Column, when: Column) -> DataFrame:
-    """The replay's record shape: (id, event_time, partition, offset, kafka_ts)."""
+def _as_records(raw: DataFrame, rec_id: Column, when: Column, record: RecordSpec,
+                why: Column | None = None) -> DataFrame:
+    """The replay's record shape: (id, event_time, partition, offset, kafka_ts, reason);
+    `reason` says why a record is unidentifiable (null when it is not)."""
     from pyspark.sql import functions as F
 
     from kafka_recon.spark.records import normalise_id
 
-    return raw.select(normalise_id(rec_id).alias("id"), when.alias("event_time"),
-                      F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"))
+    rid = normalise_id(rec_id)
+    reasons = [F.when(rid.isNull(), F.lit(f"no readable id at {record.id}")),
+               F.when(when.isNull(), F.lit(f"no readable event time at {record.event_time}"))]
+    reason = F.coalesce(*([why] if why is not None else []), *reasons)
+    return raw.select(rid.alias("id"), when.alias("event_time"), F.col("partition"),
+                      F.col("offset"), F.col("timestamp").alias("kafka_ts"),
+                      F.when(rid.isNull() | when.isNull(), reason).alias("reason"))
 
 
 def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
@@ -103,7 +130,7 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     else:
         when = event_time(F.get_json_object(row, record.event_time), record.event_time_format)
         when = F.when(deleted, F.coalesce(when, changed)).otherwise(when)
-    return _as_records(raw.where(F.col("value").isNotNull()), rec_id, when)
+    return _as_records(raw.where(F.col("value").isNotNull()), rec_id, when, record)
 
 
 def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:
@@ -177,6 +204,37 @@ def read_window(spark: SparkSession, ep: KafkaEndpoint, topic: str, starting: st
     )
 
 
+def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, record: RecordSpec,
+                   starting: str, ending: str) -> dict[int, RegistrySchema] | None:
+    """The schemas the window's values need, by schema id: none for JSON; the flow's schema
+    file (under id 0) for Avro written without a registry; else each distinct schema id of
+    the window's framed values, asked of the registry once (a few ids reach the driver)."""
+    from pathlib import Path
+
+    from pyspark.sql import functions as F
+
+    from kafka_recon.errors import ConfigError
+    from kafka_recon.sources import registry
+    from kafka_recon.sources.topic import GROUP_PREFIX
+    from kafka_recon.spark.formats import framing
+
+    if record.format == "json":
+        return None
+    if record.schema_file:
+        try:
+            return {0: registry.RegistrySchema(text=Path(record.schema_file).read_text())}
+        except OSError as exc:
+            raise ConfigError(f"schema_file {record.schema_file}: cannot read it: "
+                              f"{exc.strerror}") from None
+    conf = ep.registry_conf(tier.schema_registry)
+    framed, sid, _ = framing(F.col("value"))
+    raw = read_window(spark, ep, tier.topic, starting, ending,
+                      f"{GROUP_PREFIX}schemas-{uuid.uuid4().hex[:12]}", tier.isolation_level)
+    ids = [int(r["sid"]) for r in raw.where(framed).select(sid.alias("sid")).distinct()
+           .collect()]
+    return registry.schemas(conf, ids, record.format)
+
+
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         replays_wanted: int | None = None) -> dict[str, Any]:
     """Replay the window `replays_wanted` times (default: the flow's count) into the folder."""
@@ -202,6 +260,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     starting, ending = spark_offsets(tier.topic, read)
+    schemas = window_schemas(spark, ep, tier, flow.record, starting, ending)
     replays = []
     for i in range(1, (replays_wanted or flow.replays) + 1):
         group = f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
@@ -209,7 +268,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                           tier.isolation_level)
         target = folder.replay_dir(i)
         # overwrite: re-running the window replaces this replay
-        extract_records(raw, flow.record) \
+        extract_records(raw, flow.record, schemas) \
             .write.mode("overwrite").parquet(str(target))
         # an aggregate always yields exactly one row
         row = summarize(spark.read.parquet(str(target)), window.start, window.end,

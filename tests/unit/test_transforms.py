@@ -157,7 +157,9 @@ def test_top_level_fields_are_parsed_once_with_the_same_answer(spark: SparkSessi
     got = [(r["id"], r["event_time"], r["offset"]) for r in fast.collect()]
     assert got == [("7", datetime(2026, 11, 20, 5), 1), (None, None, 2),
                    (None, datetime(2026, 11, 20, 6), 3)]
-    assert fast.columns == ["id", "event_time", "partition", "offset", "kafka_ts"]
+    assert fast.columns == ["id", "event_time", "partition", "offset", "kafka_ts", "reason"]
+    assert [r["reason"] for r in fast.collect()] == [None, "no readable id at $.id",
+                                                     "no readable id at $.id"]
 
 
 def test_records_stamped_outside_the_window_between_its_offsets_are_out_of_order(
