@@ -50,7 +50,7 @@ FLOW_ONE = """  {name}:
         ids: "SELECT id, ts AS event_time FROM src WHERE ts >= :start AND ts < :end"
 {extra_tiers}      - name: topic
         type: kafka
-        bootstrap: "{bootstrap}"
+        {kafka_at}
         topic: "{topic}"
         consumer_groups: [{group}]
       - name: {sink}
@@ -58,6 +58,10 @@ FLOW_ONE = """  {name}:
         conn: "sqlite:///{down}"
         ids: "SELECT id, ts AS event_time FROM dst WHERE ts >= :start AND ts < :end"
 """
+
+
+# the Airflow Kafka connection a secured drill's flows name (AIRFLOW_CONN_DRILL_KAFKA)
+DRILL_CONN = "drill_kafka"
 
 
 class NotBitten(RuntimeError):
@@ -224,6 +228,10 @@ def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path) -> Ctx:
         _exec(path, "CREATE TABLE dst (id INTEGER, ts TEXT)")  # no key: duplicates land
     ctx = Ctx(cluster, topic, folder, sinks, group=f"loader-{topic}",
               upstream=folder / "upstream.db")
+    if cluster.security is not None:
+        from harness.services.kafka_security import grant, reader_acls
+
+        grant(cluster.bootstrap, "recon", reader_acls(topic, [ctx.group]))
     _exec(ctx.upstream, "CREATE TABLE src (id INTEGER PRIMARY KEY, ts TEXT)")
     return ctx
 
@@ -250,7 +258,8 @@ def _write_config(sc: Scenario, ctx: Ctx) -> Path:
         flows.append(FLOW_ONE.format(
             name=_flow_name(sc, sink), grace=ctx.grace_s, up=ctx.upstream,
             bucket=ctx.bucket,
-            bootstrap=ctx.bootstrap, topic=ctx.topic, group=ctx.group, sink=sink,
+            kafka_at=f'conn: "{DRILL_CONN}"' if ctx.cluster.security else
+            f'bootstrap: "{ctx.bootstrap}"', topic=ctx.topic, group=ctx.group, sink=sink,
             down=ctx.sinks[sink], extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else ""))
     path = ctx.folder / "flows.yaml"
     path.write_text(FLOW.format(flows="".join(flows)))

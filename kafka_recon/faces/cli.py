@@ -118,7 +118,8 @@ def _drill(a: argparse.Namespace) -> int:
         raise UsageError("--repeat and --attempts must be at least 1")
     try:
         rows = run_drill(a.scenario, a.out, repeat=a.repeat, attempts=a.attempts,
-                         docs=None if a.no_docs else (a.docs or default_docs()))
+                         docs=None if a.no_docs else (a.docs or default_docs()),
+                         secured=a.secured)
     except ValueError as exc:  # an unknown scenario id
         raise UsageError(str(exc)) from exc
     return EXIT_OK if all(r["result"] == "pass" for r in rows) else EXIT_FINDINGS
@@ -153,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--out", type=Path, default=Path("drill-out"), help="work folder (replaced)")
     d.add_argument("--docs", type=Path, help="where drill.md and drill.json go (default docs/)")
     d.add_argument("--no-docs", action="store_true", help="print the matrix only")
+    d.add_argument("--secured", action="store_true",
+                   help="a secured cluster (SASL_SSL, mTLS, ACLs) read over SASL_SSL; writes "
+                        "drill-secured.md")
     a = p.parse_args(argv)
     try:
         return {"run": _run, "snapshot": _snapshot, "audit": _audit,
