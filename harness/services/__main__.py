@@ -1,6 +1,7 @@
 """Command line of the dev environment.
 
-    python -m harness.services kafka start [--dir D] [--port P]     single node
+    python -m harness.services kafka start [--dir D] [--port P] [--secured]   single node
+        (--secured: SASL_SSL and mTLS listeners, an authorizer; status prints client settings)
     python -m harness.services cluster start [--dir D] [--ports P1,P2,P3]
     python -m harness.services cluster kill --node 2                SIGKILL one broker
     python -m harness.services cluster restart --node 2
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from harness.services.base import JavaNotFoundError, pid_alive
 from harness.services.kafka import KafkaCluster, KafkaStartError
+from harness.services.kafka_security import Security
 from harness.services.ports import PortInUseError, free_port, wait_open
 from kafka_recon.settings import REPO_ROOT, MissingJarsError
 
@@ -37,7 +39,9 @@ def _kafka(args: argparse.Namespace, size: int) -> dict[str, object]:
         ports = [args.port]
     elif size == 3 and args.ports:
         ports = [int(p) for p in args.ports.split(",")]
-    cluster = KafkaCluster(base, size=size, ports=ports)
+    secured = getattr(args, "secured", False)
+    cluster = KafkaCluster(base, size=size, ports=ports,
+                           security=Security(base / "certs") if secured else None)
     if args.action == "start":
         cluster.start()
     elif args.action == "stop":
@@ -48,7 +52,11 @@ def _kafka(args: argparse.Namespace, size: int) -> dict[str, object]:
         cluster.restart(args.node)
     if cluster.state is None:
         return {"dir": str(base), "running": False}
-    return cluster.describe()
+    out = cluster.describe()
+    if cluster.security is not None:  # what a flow's Kafka connection holds, for each listener
+        out["clients"] = {"sasl_ssl": cluster.security.sasl(cluster.sasl_bootstrap),
+                          "mtls": cluster.security.mtls(cluster.ssl_bootstrap)}
+    return out
 
 
 def _smtp(args: argparse.Namespace) -> dict[str, object]:
@@ -84,11 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("action", choices=["start", "stop", "status"])
     k.add_argument("--dir", type=Path)
     k.add_argument("--port", type=int)
+    k.add_argument("--secured", action="store_true", help="SASL_SSL, mTLS and ACLs too")
     c = sub.add_parser("cluster", help="three-broker KRaft cluster")
     c.add_argument("action", choices=["start", "stop", "status", "kill", "restart"])
     c.add_argument("--dir", type=Path)
     c.add_argument("--ports", help="three comma-separated broker ports")
     c.add_argument("--node", type=int, help="node id (1-3) for kill and restart")
+    c.add_argument("--secured", action="store_true", help="SASL_SSL, mTLS and ACLs too")
     s = sub.add_parser("smtp", help="SMTP server keeping every message as a file")
     s.add_argument("action", choices=["start", "stop", "status"])
     s.add_argument("--dir", type=Path)
