@@ -336,7 +336,6 @@ def client_settings(declared: ClientProps, properties: str | None,
 def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
                  ep: KafkaEndpoint | None = None) -> Facts:
     from confluent_kafka import (
-        Consumer,
         KafkaError,
         KafkaException,
         TopicPartition,
@@ -347,6 +346,7 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
         Client,
         _first_timestamp,
         committed_offsets,
+        consumer_of,
         topic_metadata,
     )
 
@@ -419,8 +419,8 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
     groups: dict[str, dict[str, Any]] = {}
     parts = [p["id"] for p in partitions]
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups, parts)
-    consumer = Consumer(ep.librdkafka({"enable.auto.commit": False,
-                                         "group.id": f"{GROUP_PREFIX}audit-{uuid.uuid4()}"}))
+    consumer = consumer_of(ep, {"enable.auto.commit": False,
+                                "group.id": f"{GROUP_PREFIX}audit-{uuid.uuid4()}"})
     try:
         for group, offsets in committed.items():
             lag, oldest = 0, None

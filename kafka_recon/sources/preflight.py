@@ -21,7 +21,7 @@ from typing import Any
 
 from kafka_recon.errors import TopicError
 from kafka_recon.sources.kafka_client import KafkaEndpoint
-from kafka_recon.sources.topic import GROUP_PREFIX, TIMEOUT_S, Client, partitions
+from kafka_recon.sources.topic import GROUP_PREFIX, TIMEOUT_S, Client, consumer_of, partitions
 
 READ_PROBE_S = 8.0
 PROBE_S = 5.0
@@ -36,9 +36,9 @@ class Gap:
 def _group_gap(ep: KafkaEndpoint, topic: str, part: int, group: str) -> bool:
     """True when the principal may not describe `group`. librdkafka does not fail the
     OffsetFetch: its coordinator lookup is refused, which a poll then delivers."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-    consumer = Consumer(ep.librdkafka({"group.id": group, "enable.auto.commit": False}))
+    consumer = consumer_of(ep, {"group.id": group, "enable.auto.commit": False})
     try:
         deadline = time.monotonic() + 3 * TIMEOUT_S
         while True:

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kafka_recon.errors import TopicError
+from kafka_recon.errors import SourceError, TopicError
 from kafka_recon.sources.kafka_client import Diagnosis, KafkaEndpoint
 
 TIMEOUT_S = 15.0
@@ -33,22 +33,34 @@ class PartitionRange:
 GROUP_PREFIX = "kafka-recon-"
 
 
+def consumer_of(ep: KafkaEndpoint, own: dict[str, Any], diagnosis: Any = None,
+                admin: bool = False) -> Any:
+    """A confluent-kafka consumer (or admin client) of the endpoint; a setting librdkafka
+    refuses is a SourceError naming it, not a traceback."""
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        return (AdminClient if admin else Consumer)(ep.librdkafka(own, diagnosis))
+    except (KafkaException, ValueError, TypeError) as exc:
+        err = exc.args[0] if exc.args else exc
+        raise SourceError(f"{ep.where}: the client settings are refused: "
+                          f"{getattr(err, 'str', lambda: str(err))()}") from None
+
+
 class Client:
     """A confluent-kafka client of an endpoint, with what its error callback heard."""
 
     def __init__(self, ep: KafkaEndpoint, kind: str = "consumer", **own: Any) -> None:
-        from confluent_kafka import Consumer
-        from confluent_kafka.admin import AdminClient
-
         self.ep, self.diagnosis = ep, Diagnosis()
         if kind == "admin":
-            self.handle: Any = AdminClient(ep.librdkafka(own, self.diagnosis))
+            self.handle: Any = consumer_of(ep, own, self.diagnosis, admin=True)
         else:
             # a throwaway group id: librdkafka wants one, but this consumer never joins or
             # commits
-            self.handle = Consumer(ep.librdkafka({
+            self.handle = consumer_of(ep, {
                 "group.id": f"{GROUP_PREFIX}facts-{uuid.uuid4()}", "enable.auto.commit": False,
-                "socket.timeout.ms": int(TIMEOUT_S * 1000), **own}, self.diagnosis))
+                "socket.timeout.ms": int(TIMEOUT_S * 1000), **own}, self.diagnosis)
 
     def close(self) -> None:
         if hasattr(self.handle, "close"):
@@ -171,7 +183,7 @@ def committed_offsets(ep: KafkaEndpoint, topic: str, groups: list[str],
         return {}
     import time
 
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     # An OffsetFetch through a consumer that never subscribes: it does not join the group and
     # never commits. (AdminClient.list_consumer_group_offsets crashes the process, in
@@ -180,7 +192,7 @@ def committed_offsets(ep: KafkaEndpoint, topic: str, groups: list[str],
                KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
     out: dict[str, dict[int, int]] = {}
     for group in groups:
-        consumer = Consumer(ep.librdkafka({"group.id": group, "enable.auto.commit": False}))
+        consumer = consumer_of(ep, {"group.id": group, "enable.auto.commit": False})
         try:
             deadline = time.monotonic() + 3 * TIMEOUT_S
             while True:

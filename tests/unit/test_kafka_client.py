@@ -217,3 +217,10 @@ def test_an_airflow_task_hands_its_spark_job_the_kafka_settings_as_json(
 def test_a_kafka_tier_needs_a_bootstrap_or_a_connection() -> None:
     with pytest.raises(ValueError, match="'bootstrap', 'conn'"):
         tier()
+
+
+def test_a_setting_librdkafka_refuses_is_named_not_a_traceback() -> None:
+    from kafka_recon.sources.topic import consumer_of
+
+    with pytest.raises(SourceError, match="client settings are refused: .*sasl.mechansim"):
+        consumer_of(ep(**{"sasl.mechansim": "PLAIN"}), {"group.id": "kafka-recon-x"})
