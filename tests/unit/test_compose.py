@@ -22,7 +22,8 @@ def compose() -> dict[str, Any]:
     return dict(yaml.safe_load(COMPOSE.read_text()))
 
 
-def test_the_stack_has_kafka_a_registry_spark_airflow_postgres_and_mailpit(compose: dict[str, Any]) -> None:
+def test_the_stack_has_kafka_a_registry_spark_airflow_postgres_and_mailpit(
+        compose: dict[str, Any]) -> None:
     assert set(compose["services"]) == {
         "kafka-1", "kafka-2", "kafka-3", "schema-registry", "spark-master", "spark-worker",
         "postgres", "mailpit",
