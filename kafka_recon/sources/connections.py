@@ -65,16 +65,24 @@ def url_from_fields(conn_id: str, conn_type: str | None, host: str | None = None
                       f"(supported: {', '.join(SUPPORTED)})")
 
 
+def _json_form(conn_id: str, text: str, var: str) -> dict[str, Any] | None:
+    """The fields of AIRFLOW_CONN_* in Airflow's JSON form; None for the URI form."""
+    if not text.startswith(("{", "[")):  # an array is a malformed JSON form
+        return None
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
+        raise SourceError(f"connection '{conn_id}': {var} is not valid JSON: {exc}") from None
+    if not isinstance(fields, dict):
+        raise SourceError(f"connection '{conn_id}': {var} must be a JSON object")
+    return fields
+
+
 def _from_airflow_value(conn_id: str, value: str, var: str) -> str:
     """AIRFLOW_CONN_* in URI or JSON form."""
     text = value.strip()
-    if text.startswith(("{", "[")):  # Airflow's JSON form (an array is a malformed one)
-        try:
-            fields = json.loads(text)
-        except ValueError as exc:
-            raise SourceError(f"connection '{conn_id}': {var} is not valid JSON: {exc}") from None
-        if not isinstance(fields, dict):
-            raise SourceError(f"connection '{conn_id}': {var} must be a JSON object")
+    fields = _json_form(conn_id, text, var)
+    if fields is not None:
         known = ("conn_type", "host", "schema", "login", "password", "port")
         return url_from_fields(conn_id, **{k: fields.get(k) for k in known})
     return text
@@ -185,13 +193,8 @@ def _kafka_from_value(conn_id: str, value: str, var: str) -> dict[str, Any]:
     from urllib.parse import parse_qsl, urlsplit
 
     text = value.strip()
-    if text.startswith(("{", "[")):
-        try:
-            fields = json.loads(text)
-        except ValueError as exc:
-            raise SourceError(f"connection '{conn_id}': {var} is not valid JSON: {exc}") from None
-        if not isinstance(fields, dict):
-            raise SourceError(f"connection '{conn_id}': {var} must be a JSON object")
+    fields = _json_form(conn_id, text, var)
+    if fields is not None:
         return _kafka_extra(conn_id, fields.get("conn_type"), fields.get("extra", {}),
                             fields.get("host"), fields.get("port"))
     parts = urlsplit(text)
