@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv jars demo ui drill test test-unit test-integration lint lock clean bench postgres chromium
+.PHONY: all setup venv jars demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium
 BENCH_ARGS ?=
 
 all: setup
@@ -47,6 +47,11 @@ ui: setup postgres
 DRILL_ARGS ?=
 drill: setup
 	$(PY) -m kafka_recon drill $(DRILL_ARGS)
+
+# S2, S5 and S12 on a secured cluster (SASL_SSL, mTLS, ACLs), kafka-recon reading over SASL_SSL as
+# a least-privilege principal; writes docs/drill-secured.md
+drill-secured: setup
+	$(PY) -m kafka_recon drill --secured --scenario S2 S5 S12 $(DRILL_ARGS)
 
 # the integration tier runs a private PostgreSQL from Debian's package
 postgres:

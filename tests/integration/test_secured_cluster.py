@@ -105,6 +105,23 @@ def inconclusive_reason(scn: Scenario, spark: Any) -> str:
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
+def test_each_sasl_mechanism_connects_with_the_right_password(
+        tmp_path: Path, kafka: KafkaCluster, monkeypatch: pytest.MonkeyPatch,
+        mechanism: str) -> None:
+    from kafka_recon.config import load_flow
+    from kafka_recon.sources import preflight
+    from kafka_recon.sources.kafka_client import endpoint
+
+    assert kafka.security is not None
+    conf = kafka.security.sasl(kafka.sasl_bootstrap, mechanism)
+    scn = scenario(tmp_path, kafka, monkeypatch, conf)
+    scn.flow_through(3)
+    grant(kafka.bootstrap, "recon", reader_acls(scn.topic, ["loader"]))
+    ep = endpoint(load_flow(scn.config, "f").topic_tier)
+    assert preflight.gaps(ep, scn.topic, ["loader"]) == []
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
 def test_a_wrong_password_is_named_as_such_for_each_mechanism(
         tmp_path: Path, kafka: KafkaCluster, spark: Any, monkeypatch: pytest.MonkeyPatch,
         mechanism: str) -> None:
