@@ -346,7 +346,7 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
         Client,
         _first_timestamp,
         committed_offsets,
-        consumer_of,
+        open_client,
         topic_metadata,
     )
 
@@ -419,7 +419,7 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
     groups: dict[str, dict[str, Any]] = {}
     parts = [p["id"] for p in partitions]
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups, parts)
-    consumer = consumer_of(ep, {"enable.auto.commit": False,
+    consumer = open_client(ep, {"enable.auto.commit": False,
                                 "group.id": f"{GROUP_PREFIX}audit-{uuid.uuid4()}"})
     try:
         for group, offsets in committed.items():

@@ -17,11 +17,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from kafka_recon.errors import TopicError
 from kafka_recon.sources.kafka_client import KafkaEndpoint
-from kafka_recon.sources.topic import GROUP_PREFIX, TIMEOUT_S, Client, consumer_of, partitions
+from kafka_recon.sources.topic import (
+    GROUP_PREFIX,
+    TIMEOUT_S,
+    Client,
+    GroupDenied,
+    group_committed,
+    partitions,
+)
 
 READ_PROBE_S = 8.0
 PROBE_S = 5.0
@@ -34,36 +40,12 @@ class Gap:
 
 
 def _group_gap(ep: KafkaEndpoint, topic: str, part: int, group: str) -> bool:
-    """True when the principal may not describe `group`. librdkafka does not fail the
-    OffsetFetch: its coordinator lookup is refused, which a poll then delivers."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    consumer = consumer_of(ep, {"group.id": group, "enable.auto.commit": False})
+    """True when the principal may not describe `group`."""
     try:
-        deadline = time.monotonic() + 3 * TIMEOUT_S
-        while True:
-            try:
-                consumer.committed([TopicPartition(topic, part)], timeout=PROBE_S)
-                return False
-            except KafkaException as exc:
-                code = exc.args[0].code()
-                if code == KafkaError.GROUP_AUTHORIZATION_FAILED or _refused(consumer):
-                    return True
-                if time.monotonic() > deadline or code not in (
-                        KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT):
-                    raise TopicError(f"consumer group '{group}' on {ep.where}: {exc}") from exc
-                time.sleep(0.5)
-    finally:
-        consumer.close()
-
-
-def _refused(consumer: Any) -> bool:
-    from confluent_kafka import KafkaError
-
-    msg = consumer.poll(0.5)
-    return msg is not None and msg.error() is not None \
-        and msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+        group_committed(ep, topic, group, [part], ask_s=PROBE_S)
+    except GroupDenied:
+        return True
+    return False
 
 
 def _read_probe(client: Client, topic: str, parts: list[int]) -> tuple[bool, bool]:

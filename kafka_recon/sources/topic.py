@@ -33,7 +33,7 @@ class PartitionRange:
 GROUP_PREFIX = "kafka-recon-"
 
 
-def consumer_of(ep: KafkaEndpoint, own: dict[str, Any], diagnosis: Any = None,
+def open_client(ep: KafkaEndpoint, own: dict[str, Any], diagnosis: Any = None,
                 admin: bool = False) -> Any:
     """A confluent-kafka consumer (or admin client) of the endpoint; a setting librdkafka
     refuses is a SourceError naming it, not a traceback."""
@@ -54,11 +54,11 @@ class Client:
     def __init__(self, ep: KafkaEndpoint, kind: str = "consumer", **own: Any) -> None:
         self.ep, self.diagnosis = ep, Diagnosis()
         if kind == "admin":
-            self.handle: Any = consumer_of(ep, own, self.diagnosis, admin=True)
+            self.handle: Any = open_client(ep, own, self.diagnosis, admin=True)
         else:
             # a throwaway group id: librdkafka wants one, but this consumer never joins or
             # commits
-            self.handle = consumer_of(ep, {
+            self.handle = open_client(ep, {
                 "group.id": f"{GROUP_PREFIX}facts-{uuid.uuid4()}", "enable.auto.commit": False,
                 "socket.timeout.ms": int(TIMEOUT_S * 1000), **own}, self.diagnosis)
 
@@ -176,49 +176,67 @@ def retention_cut(ranges: list[PartitionRange], start_ms: int) -> list[int]:
             if r.log_start > 0 and (r.first_timestamp is None or r.first_timestamp >= start_ms)]
 
 
-def committed_offsets(ep: KafkaEndpoint, topic: str, groups: list[str],
-                      parts: list[int]) -> dict[str, dict[int, int]]:
-    """Each production group's committed offset per partition (NO_COMMIT if none)."""
-    if not groups:
-        return {}
+class GroupDenied(TopicError):
+    """The principal may not describe a consumer group (DESCRIBE on Group:<group>)."""
+
+
+def group_committed(ep: KafkaEndpoint, topic: str, group: str, parts: list[int],
+                    ask_s: float = TIMEOUT_S) -> list[Any]:
+    """A group's committed offsets (TopicPartitions), by an OffsetFetch through a consumer
+    that never subscribes: it does not join the group and never commits.
+
+    (AdminClient.list_consumer_group_offsets crashes the process, in confluent-kafka 2.16,
+    when the coordinator answers NOT_COORDINATOR.) A group the principal may not describe is
+    a `GroupDenied`: librdkafka refuses its coordinator lookup and only times the fetch out,
+    so the refusal is read from the consumer's queue.
+    """
     import time
 
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-    # An OffsetFetch through a consumer that never subscribes: it does not join the group and
-    # never commits. (AdminClient.list_consumer_group_offsets crashes the process, in
-    # confluent-kafka 2.16, when the coordinator answers NOT_COORDINATOR.)
     waiting = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
-    out: dict[str, dict[int, int]] = {}
-    for group in groups:
-        consumer = consumer_of(ep, {"group.id": group, "enable.auto.commit": False})
-        try:
-            deadline = time.monotonic() + 3 * TIMEOUT_S
-            while True:
-                try:
-                    res = consumer.committed([TopicPartition(topic, p) for p in parts],
-                                             timeout=TIMEOUT_S)
-                    break
-                except KafkaException as exc:
-                    code = exc.args[0].code()
-                    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
-                        raise TopicError(f"{ep.where}: not authorised to read consumer group "
-                                         f"'{group}' (missing ACL: DESCRIBE on Group:{group}); "
-                                         "without its committed offsets the run is "
-                                         "inconclusive") from exc
-                    if code not in waiting or time.monotonic() > deadline:
-                        raise TopicError(f"consumer group '{group}' on {ep.where}: "
-                                         f"{exc}") from exc
-                    time.sleep(0.5)  # the group coordinator is still loading
-        finally:
-            consumer.close()
-        denied = [tp for tp in res if tp.error is not None]
-        if denied:
-            raise TopicError(f"consumer group '{group}' on {ep.where}: {denied[0].error} "
-                             f"for partition {denied[0].partition}")
-        out[group] = {tp.partition: tp.offset for tp in res}
-    return out
+    consumer = open_client(ep, {"group.id": group, "enable.auto.commit": False})
+    try:
+        deadline = time.monotonic() + 3 * TIMEOUT_S
+        while True:
+            try:
+                res = consumer.committed([TopicPartition(topic, p) for p in parts],
+                                         timeout=ask_s)
+                break
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if code == KafkaError.GROUP_AUTHORIZATION_FAILED or _refused(consumer):
+                    raise GroupDenied(f"{ep.where}: not authorised to read consumer group "
+                                      f"'{group}' (missing ACL: DESCRIBE on Group:{group}); "
+                                      "without its committed offsets the run is "
+                                      "inconclusive") from exc
+                if code not in waiting or time.monotonic() > deadline:
+                    raise TopicError(f"consumer group '{group}' on {ep.where}: "
+                                     f"{exc}") from exc
+                time.sleep(0.5)  # the group coordinator is still loading
+    finally:
+        consumer.close()
+    denied = [tp for tp in res if tp.error is not None]
+    if denied:
+        raise TopicError(f"consumer group '{group}' on {ep.where}: {denied[0].error} "
+                         f"for partition {denied[0].partition}")
+    return list(res)
+
+
+def _refused(consumer: Any) -> bool:
+    from confluent_kafka import KafkaError
+
+    msg = consumer.poll(0.5)
+    return msg is not None and msg.error() is not None \
+        and msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def committed_offsets(ep: KafkaEndpoint, topic: str, groups: list[str],
+                      parts: list[int]) -> dict[str, dict[int, int]]:
+    """Each production group's committed offset per partition (NO_COMMIT if none)."""
+    return {group: {tp.partition: tp.offset for tp in group_committed(ep, topic, group, parts)}
+            for group in groups}
 
 
 def deleted_before_consumed(ranges: list[PartitionRange],

@@ -220,7 +220,7 @@ def test_a_kafka_tier_needs_a_bootstrap_or_a_connection() -> None:
 
 
 def test_a_setting_librdkafka_refuses_is_named_not_a_traceback() -> None:
-    from kafka_recon.sources.topic import consumer_of
+    from kafka_recon.sources.topic import open_client
 
     with pytest.raises(SourceError, match="client settings are refused: .*sasl.mechansim"):
-        consumer_of(ep(**{"sasl.mechansim": "PLAIN"}), {"group.id": "kafka-recon-x"})
+        open_client(ep(**{"sasl.mechansim": "PLAIN"}), {"group.id": "kafka-recon-x"})
