@@ -149,15 +149,27 @@ def test_plain_avro_with_a_schema_file_reads_times_and_refuses_garbage(spark: An
 
 
 def test_json_schema_values_are_read_after_their_frame(spark: Any) -> None:
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
     from kafka_recon.spark.replay import extract_records
 
-    doc = json.dumps({"order": {"id": 12345678901234567}, "ts": "2026-11-20T05:00:00Z"})
-    values = [framed(4, doc.encode()), doc.encode(), framed(5, doc.encode())]
+    conf = {"url": f"mock://js-{uuid.uuid4().hex[:8]}"}
+    schema = {"type": "object", "properties": {
+        "order": {"type": "object", "properties": {"id": {"type": "integer"}}},
+        "ts": {"type": "string"}}}
+    doc = {"order": {"id": 12345678901234567}, "ts": "2026-11-20T05:00:00Z"}
+    # the bytes confluent-kafka's JSON Schema serializer writes: frame, then JSON text
+    written = JSONSerializer(json.dumps(schema), registry.client(conf),
+                             conf={"auto.register.schemas": True})(
+        doc, SerializationContext("orders", MessageField.VALUE))
+    sid = struct.unpack(">I", written[1:5])[0]
+    avro_id = registry.client(conf).register_schema("other", Schema(json.dumps(V1), "AVRO"))
+    values = [written, json.dumps(doc).encode(), framed(avro_id, json.dumps(doc).encode())]
     spec = RecordSpec(id="$.order.id", event_time="$.ts", format="json_schema")
-    got = extract_records(kafka_rows(spark, values), spec,
-                          {4: RegistrySchema(text="{}"),
-                           5: RegistrySchema(problem="schema id 5 is a AVRO schema, the flow "
-                                                     "reads json_schema")}).collect()
+    schemas = registry.schemas(conf, [sid, avro_id], "json_schema")
+    got = extract_records(kafka_rows(spark, values), spec, schemas).collect()
     assert got[0]["id"] == "12345678901234567" and got[0]["reason"] is None
     assert got[1]["id"] is None and got[1]["reason"].startswith("not in the schema registry")
-    assert got[2]["reason"] == "schema id 5 is a AVRO schema, the flow reads json_schema"
+    assert got[2]["reason"] == f"schema id {avro_id} is a AVRO schema, the flow reads json_schema"
