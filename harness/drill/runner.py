@@ -276,7 +276,8 @@ def _read_ids(out: Path, relative: str | None) -> set[int] | None:
 def found_findings(result: Result, out: Path) -> dict[Key, dict[str, Any]]:
     found: dict[Key, dict[str, Any]] = {}
     for f in result.record_findings:
-        hop = f.hop + (f" ({f.cause})" if f.cause else "")
+        code = f.cause.get("code") if isinstance(f.cause, dict) else f.cause
+        hop = f.hop + (" (retention)" if code == "retention_deleted_unread" else "")
         found[(f.kind, f.side, hop)] = {"count": f.count, "ids": _read_ids(out, f.ids)}
     return found
 

@@ -25,6 +25,20 @@ def when(buckets: list[str], bucket_seconds: int | None) -> str:
     return f", in {len(starts)} buckets from {starts[0]:{fmt}} to {starts[-1] + step:{fmt}}"
 
 
+LEADS = {"likely": "Most likely because", "possible": "Possibly because"}
+
+
+def why(cause: Any) -> str:
+    """The cause's sentence, right after its finding's: summary, evidence, fix."""
+    if not isinstance(cause, dict):
+        return ""
+    evidence = "; ".join(cause.get("evidence") or [])
+    if cause.get("confidence") in LEADS:
+        return (f" {LEADS[cause['confidence']]} {cause['summary']}"
+                + (f": {evidence}" if evidence else "") + f". Fix: {cause['fix']}")
+    return f" Cause unknown: {cause['summary']}" + (f" ({evidence})" if evidence else "") + "."
+
+
 def sentences(result: Result) -> list[str]:
     """Each finding in one sentence, the answer an owner reads first."""
     out = []
@@ -32,11 +46,9 @@ def sentences(result: Result) -> list[str]:
         where = f.hop.replace("->", " and ")
         between = "between " if "->" in f.hop else "at "
         tol = " (within tolerance)" if f.within_tolerance and f.words.failure else ""
-        cause = f" (deleted by retention before group {f.group} read them)" \
-            if f.cause == "retention" else ""
         out.append(f"{result.flow}: {f.count} records {f.words.sentence} "
                    f"on the {f.side} side {between}{where}"
-                   f"{when(f.buckets, result.bucket_seconds)}{cause}{tol}.")
+                   f"{when(f.buckets, result.bucket_seconds)}{tol}.{why(f.cause)}")
     return out
 
 

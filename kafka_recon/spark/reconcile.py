@@ -106,6 +106,62 @@ def per_bucket(df: DataFrame, value: str | None = None) -> DataFrame:
     return df.groupBy("bucket").agg(agg.alias("n"))
 
 
+def runs_of(marked: DataFrame, topic_records: DataFrame) -> DataFrame:
+    """Where in the topic the marked ids sit, as runs: (partition, first_offset, last_offset,
+    records, first_ts, last_ts), a run being consecutive window records of one partition.
+
+    Records are ranked by offset among the window's records of their partition, so offsets
+    skipped by transaction markers or compaction do not split a run; an id at several offsets
+    (a topic duplicate) marks each.
+    """
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
+
+    ranked = topic_records.select("id", "partition", "offset", "kafka_ts").withColumn(
+        "rank", F.row_number().over(W.partitionBy("partition").orderBy("offset")))
+    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
+    island = F.col("rank") - F.row_number().over(W.partitionBy("partition").orderBy("rank"))
+    return (hit.withColumn("island", island).groupBy("partition", "island")
+            .agg(F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+                 F.count(F.lit(1)).alias("records"), F.min("kafka_ts").alias("first_ts"),
+                 F.max("kafka_ts").alias("last_ts"))
+            .drop("island"))
+
+
+MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
+
+
+def run_summary(runs: DataFrame) -> dict[str, Any]:
+    """The runs' totals and the largest of them (at most MAX_RUNS rows to the driver)."""
+    from pyspark.sql import functions as F
+
+    totals = runs.agg(F.count(F.lit(1)).alias("runs"), F.sum("records").alias("records"),
+                      F.count_distinct("partition").alias("partitions")).collect()[0]
+    largest = runs.orderBy(F.desc("records"), "partition", "first_offset").limit(MAX_RUNS)
+    return {"runs": int(totals["runs"]), "records": int(totals["records"] or 0),
+            "partitions": int(totals["partitions"]),
+            "largest": [{"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
+                         "last_offset": int(r["last_offset"]), "records": int(r["records"]),
+                         "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])}
+                        for r in largest.collect()]}
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else None
+
+
+def partition_spans(topic_records: DataFrame) -> dict[str, dict[str, int]]:
+    """Per partition, the window's records and their first and last offsets."""
+    from pyspark.sql import functions as F
+
+    rows = topic_records.groupBy("partition").agg(
+        F.count(F.lit(1)).alias("records"), F.min("offset").alias("first_offset"),
+        F.max("offset").alias("last_offset")).collect()
+    return {str(r["partition"]): {"records": int(r["records"]),
+                                  "first_offset": int(r["first_offset"]),
+                                  "last_offset": int(r["last_offset"])} for r in rows}
+
+
 # ------------------------------------------------------------------ I/O
 def read_sql_tier(spark: SparkSession, tier: Any, window: Window) -> DataFrame:
     """The tier's id query, read by Spark over JDBC in parallel time slices."""
@@ -226,6 +282,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
 
     tiers: list[dict[str, Any]] = []
     counts: dict[str, DataFrame | None] = {}
+    topic_records: DataFrame | None = None  # the topic's window records: where ids sit
     points = flow.points
     for point in points:
         tier = point.tier
@@ -267,6 +324,8 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
                     folder.ids_file("unidentifiable", tier.name), cols)
                 info["unidentifiable_buckets"] = _buckets(bad.where(F.col("bucket").isNotNull()))
             if isinstance(tier, KafkaTier):
+                topic_records = recs
+                info["partitions"] = partition_spans(recs)
                 lt = late(recs, window.end)
                 info["late"] = lt.count()
                 if info["late"]:
@@ -318,6 +377,14 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
                                 "duplicate": {}, "expected": e, "observed": o})
         for key in ("missing", "unexpected", "duplicate"):
             hop[key] = sum(hop["buckets"][key].values())
+        if hop.get("exact") and topic_records is not None \
+                and isinstance(a.tier, KafkaTier):
+            # the evidence of a consume-side cause: where the lost and re-delivered records
+            # sit in the topic (kafka_recon.result.causes reads it)
+            if hop["missing"]:
+                hop["missing_runs"] = run_summary(runs_of(miss, topic_records))
+            if hop["duplicate"]:
+                hop["duplicate_runs"] = run_summary(runs_of(dup, topic_records))
         hops.append(hop)
 
     name_ids_across_counts(points, counts, hops, folder)

@@ -121,13 +121,18 @@ def test_retention_past_the_window_start_is_inconclusive() -> None:
     assert "partitions [0]" in r["reasons"][0]
 
 
+def code(finding: dict[str, Any]) -> str | None:
+    """The finding's cause code (result.causes)."""
+    return (finding.get("cause") or {}).get("code")
+
+
 def test_group_behind_log_start_is_consume_side_loss_to_retention() -> None:
     offsets = [{"partition": 0, "start": 0, "end": 100, "log_start": 40, "high_watermark": 100,
                 "first_timestamp": 0}]
     committed = {"orders-loader": {"0": 25}, "never-committed": {"0": NO_COMMIT}}
     r = result(CLEAN, topic(100, offsets=offsets, committed=committed))
     assert r["status"] == "inconclusive"
-    (f,) = [f for f in r["findings"] if f.get("cause") == "retention"]
+    (f,) = [f for f in r["findings"] if code(f) == "retention_deleted_unread"]
     assert (f["side"], f["hop"], f["count"], f["group"]) == (
         "consume", "orders_topic->warehouse", 15, "orders-loader")
 
@@ -163,8 +168,10 @@ def _retention_run(unread: int, missing_from_topic: int = 40, write_missing: int
 
 def test_records_deleted_by_retention_are_the_groups_loss_not_a_write_side_loss() -> None:
     r = _retention_run(unread=28)  # 30 offsets deleted unread, 2 of them processed uncommitted
-    kinds = [(f["kind"], f["side"], f["hop"], f["count"], f.get("cause")) for f in r["findings"]]
-    assert kinds == [("loss", "consume", "orders_topic->warehouse", 28, "retention")]
+    kinds = [(f["kind"], f["side"], f["hop"], f["count"], code(f)) for f in r["findings"]]
+    assert kinds == [("loss", "consume", "orders_topic->warehouse", 28,
+                      "retention_deleted_unread")]
+    assert r["findings"][0]["cause"]["confidence"] == "likely"
     (f,) = r["findings"]
     assert (f["ids"], f["offsets"]) == ("missing/retention.csv", 30)
     assert r["status"] == "inconclusive"
@@ -173,8 +180,9 @@ def test_records_deleted_by_retention_are_the_groups_loss_not_a_write_side_loss(
 
 def test_more_records_gone_than_offsets_deleted_unread_keeps_the_write_side_loss() -> None:
     r = _retention_run(unread=35)  # 5 more than retention can explain: never written
-    kinds = sorted((f["kind"], f["side"], f.get("cause")) for f in r["findings"])
-    assert kinds == [("loss", "consume", "retention"), ("loss", "write", None)]
+    kinds = sorted((f["kind"], f["side"], code(f)) for f in r["findings"])
+    assert kinds == [("loss", "consume", "retention_deleted_unread"),
+                     ("loss", "write", "unknown")]
     assert any("cannot be told apart" in x for x in r["reasons"])
 
 

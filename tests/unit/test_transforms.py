@@ -190,3 +190,19 @@ def test_disorder_within_the_margin_hides_nothing_and_what_came_after_grace_is_n
     wide = [*rows, ("8", at(8), 0, 8, closes + timedelta(minutes=6))]  # beyond the margin
     row = P.summarize(spark.createDataFrame(wide, TOPIC), START, END, closes, margin).first()
     assert row is not None and row["out_of_order"] == 1
+
+
+def test_runs_group_marked_records_by_consecutive_window_records_per_partition(
+        spark: SparkSession) -> None:
+    offsets = [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]  # offset 5: a transaction marker, no record
+    rows = [(str(i + 1), at(i), 0, o, at(i)) for i, o in enumerate(offsets)]
+    rows += [("a", at(1), 1, 0, at(1)), ("b", at(2), 1, 1, at(2))]
+    topic = spark.createDataFrame(rows, TOPIC)
+    marked = table(spark, [("4", None), ("5", None), ("6", None), ("9", None), ("b", None)])
+    got = sorted((r["partition"], r["first_offset"], r["last_offset"], r["records"])
+                 for r in R.runs_of(marked, topic).collect())
+    # the marker at offset 5 does not split 4, 5, 6 (offsets 3, 4, 6)
+    assert got == [(0, 3, 6, 3), (0, 9, 9, 1), (1, 1, 1, 1)]
+    summary = R.run_summary(R.runs_of(marked, topic))
+    assert (summary["runs"], summary["records"], summary["partitions"]) == (3, 5, 2)
+    assert summary["largest"][0]["first_offset"] == 3
