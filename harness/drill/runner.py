@@ -276,7 +276,7 @@ def _read_ids(out: Path, relative: str | None) -> set[int] | None:
 def found_findings(result: Result, out: Path) -> dict[Key, dict[str, Any]]:
     found: dict[Key, dict[str, Any]] = {}
     for f in result.record_findings:
-        code = f.cause.get("code") if isinstance(f.cause, dict) else f.cause
+        code = f.cause if isinstance(f.cause, str) or f.cause is None else f.cause.code
         hop = f.hop + (" (retention)" if code == "retention_deleted_unread" else "")
         found[(f.kind, f.side, hop)] = {"count": f.count, "ids": _read_ids(out, f.ids)}
     return found

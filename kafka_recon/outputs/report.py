@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kafka_recon.result.model import Result
+from kafka_recon.result.model import Cause, Result
 from kafka_recon.settings import ui_url
 
 
@@ -28,15 +28,15 @@ def when(buckets: list[str], bucket_seconds: int | None) -> str:
 LEADS = {"likely": "Most likely because", "possible": "Possibly because"}
 
 
-def why(cause: Any) -> str:
+def why(cause: Cause | str | None) -> str:
     """The cause's sentence, right after its finding's: summary, evidence, fix."""
-    if not isinstance(cause, dict):
+    if not isinstance(cause, Cause):
         return ""
-    evidence = "; ".join(cause.get("evidence") or [])
-    if cause.get("confidence") in LEADS:
-        return (f" {LEADS[cause['confidence']]} {cause['summary']}"
-                + (f": {evidence}" if evidence else "") + f". Fix: {cause['fix']}")
-    return f" Cause unknown: {cause['summary']}" + (f" ({evidence})" if evidence else "") + "."
+    evidence = "; ".join(cause.evidence)
+    if cause.confidence in LEADS:
+        return (f" {LEADS[cause.confidence]} {cause.summary}"
+                + (f": {evidence}" if evidence else "") + f". Fix: {cause.fix}")
+    return f" Cause unknown: {cause.summary}" + (f" ({evidence})" if evidence else "") + "."
 
 
 def sentences(result: Result) -> list[str]:

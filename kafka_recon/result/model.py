@@ -120,6 +120,16 @@ class Replay(_Model):
     out_of_order: int | None = None
 
 
+class Cause(_Model):
+    """Why a finding happened, as far as the evidence goes (kafka_recon.result.causes)."""
+    code: str
+    summary: str
+    confidence: Literal["likely", "possible", "unknown"]
+    evidence: list[str] = []
+    seed: str
+    fix: str
+
+
 class Finding(_Model):
     _optional = frozenset({"rule", "severity", "seed", "topic", "where", "observed",
                            "recommended", "why", "fix", "blocking", "cause", "group",
@@ -141,7 +151,8 @@ class Finding(_Model):
     hop: str
     count: int
     ids: str | None = None
-    cause: str | dict[str, Any] | None = None
+    # a Cause; the text "retention" in results written before causes were objects
+    cause: Cause | str | None = None
     group: str | None = None
     buckets: list[str] = []
     within_tolerance: bool = False

@@ -9,6 +9,7 @@ import pytest
 
 from kafka_recon.outputs.report import why
 from kafka_recon.result.causes import classify
+from kafka_recon.result.model import Cause
 from kafka_recon.sources.topic import NO_COMMIT
 
 pytestmark = pytest.mark.unit
@@ -127,9 +128,9 @@ def test_late_and_other_kinds_carry_no_cause() -> None:
 
 def test_the_report_says_the_cause_right_after_the_finding() -> None:
     c = consume_loss(runs(run(0, 20, 39)), {"loader": {0: 60, 1: 100}})
-    text = why(c)
+    text = why(Cause(**c))
     assert text.startswith(" Most likely because the consumer committed offsets before "
                            "writing the records")
     assert "partition 0, offsets 20-39" in text and "Fix: Commit offsets only after" in text
     unknown = consume_loss(None, {"loader": {0: 60}})
-    assert why(unknown).startswith(" Cause unknown: the lost records could not be located")
+    assert why(Cause(**unknown)).startswith(" Cause unknown: the lost records could not be located")
