@@ -200,26 +200,3 @@ def test_count_only_upstream_is_compared_per_bucket(scn: Scenario, spark: Any) -
     assert f["buckets"] == [at(0).strftime("%Y-%m-%dT%H:%M:%SZ")]
     assert r["hops"][0]["exact"] is False and r["hops"][1]["exact"] is True
 
-
-def test_a_batch_lost_below_the_groups_commit_and_a_batch_written_twice_name_their_causes(
-        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
-    from kafka_recon.outputs.report import sentences
-    from kafka_recon.result.model import Result
-
-    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1, groups=["loader"])
-    scn.upstream(ROWS)
-    scn.produce(rows())  # ids 1..120 at offsets 0..119
-    lost = set(range(31, 51))
-    scn.sink(rows(lost) + [(i, ROWS[i]) for i in range(61, 71)])  # 61..70 written twice
-    commit_offset(kafka.bootstrap, "loader", scn.topic, 0, 120)  # the group moved past all
-    r = scn.reconcile(spark)
-    by_kind = {f["kind"]: f for f in loss(r)}
-    lost_cause, dup_cause = by_kind["loss"]["cause"], by_kind["duplicate"]["cause"]
-    assert (lost_cause["code"], lost_cause["confidence"]) == ("commit_ahead_of_processing",
-                                                              "likely")
-    assert "partition 0, offsets 30-49 (20 record(s))" in lost_cause["evidence"][0]
-    assert (dup_cause["code"], dup_cause["confidence"]) == ("redelivery_after_crash", "likely")
-    assert "partition 0, offsets 60-69 (10 record(s))" in dup_cause["evidence"][0]
-    said = sentences(Result.load(scn.out / "result.json"))
-    assert any("records lost on the consume side" in s and "Most likely because the consumer "
-               "committed offsets before writing the records" in s for s in said)

@@ -53,18 +53,37 @@ def lost_on_the_consume_side(scn: Scenario, kafka: KafkaCluster, spark: Any,
     return scn.reconcile(spark)
 
 
-def test_a_flow_over_sasl_ssl_with_scram_reconciles_exactly_and_shows_no_secret(
+def test_a_flow_over_sasl_ssl_reconciles_exactly_names_causes_and_shows_no_secret(
         tmp_path: Path, kafka: KafkaCluster, spark: Any, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
+    from kafka_recon.outputs.report import sentences
+    from kafka_recon.result.model import Result
+
     assert kafka.security is not None
-    scn = scenario(tmp_path, kafka, monkeypatch, kafka.security.sasl(kafka.sasl_bootstrap))
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1, groups=["loader"],
+                   kafka_conn=connect(monkeypatch, kafka.security.sasl(kafka.sasl_bootstrap)))
+    grant(kafka.bootstrap, "recon", reader_acls(scn.topic, ["loader"]))
+    rows = scn.flow_through(120, sink_lacks=set(range(31, 51)))  # ids 1..120: offsets 0..119
+    scn.sink([(i, rows[i]) for i in range(61, 71)])  # 61..70 written twice
+    commit_offset(kafka.bootstrap, "loader", scn.topic, 0, 120)  # the group moved past all
     t0 = time.monotonic()
-    result = lost_on_the_consume_side(scn, kafka, spark, "recon")
+    result = scn.reconcile(spark)
     print(f"SASL_SSL run: {time.monotonic() - t0:.1f}s")
     assert result["status"] == "findings", result["reasons"]
-    assert findings(result) == [("loss", "consume", "topic->sink", 3)]
-    loss = next(f for f in result["findings"] if f["kind"] == "loss")
-    assert scn.ids(loss["ids"]) == {5, 17, 33}
+    assert findings(result) == [("duplicate", "consume", "topic->sink", 10),
+                                ("loss", "consume", "topic->sink", 20)]
+    by_kind = {f["kind"]: f for f in result["findings"]}
+    assert scn.ids(by_kind["loss"]["ids"]) == set(range(31, 51))
+    # why: the lost batch sits below the group's commit, the doubled one is a re-delivery
+    lost_cause, dup_cause = by_kind["loss"]["cause"], by_kind["duplicate"]["cause"]
+    assert (lost_cause["code"], lost_cause["confidence"]) == ("commit_ahead_of_processing",
+                                                              "likely")
+    assert "partition 0, offsets 30-49 (20 record(s))" in lost_cause["evidence"][0]
+    assert (dup_cause["code"], dup_cause["confidence"]) == ("redelivery_after_crash", "likely")
+    assert "partition 0, offsets 60-69 (10 record(s))" in dup_cause["evidence"][0]
+    said = sentences(Result.load(scn.out / "result.json"))
+    assert any("records lost on the consume side" in s and "Most likely because the consumer "
+               "committed offsets before writing the records" in s for s in said)
     # the password, and the JAAS string that carries it, nowhere: not in a file of the run,
     # not in what the clients and Spark printed
     seen = every_file_and_output(scn.out, "".join(capfd.readouterr()))
