@@ -25,6 +25,7 @@ from kafka_recon.sources.topic import (
     TIMEOUT_S,
     Client,
     GroupDenied,
+    TopicDenied,
     group_committed,
     partitions,
 )
@@ -90,10 +91,8 @@ def gaps(ep: KafkaEndpoint, topic: str, groups: list[str]) -> list[Gap]:
     with Client(ep) as client:
         try:
             parts = partitions(client, topic)
-        except TopicError as exc:
-            if "DESCRIBE on Topic" in str(exc):
-                return [Gap(f"DESCRIBE on Topic:{topic}", "nothing can be counted")]
-            raise
+        except TopicDenied:
+            return [Gap(f"DESCRIBE on Topic:{topic}", "nothing can be counted")]
         found: list[Gap] = []
         read_refused, group_refused = _read_probe(client, topic, parts)
     if read_refused:

@@ -48,6 +48,10 @@ def open_client(ep: KafkaEndpoint, own: dict[str, Any], diagnosis: Any = None,
                           f"{getattr(err, 'str', lambda: str(err))()}") from None
 
 
+class TopicDenied(TopicError):
+    """The principal may not describe the topic (DESCRIBE on Topic:<topic>)."""
+
+
 class Client:
     """A confluent-kafka client of an endpoint, with what its error callback heard."""
 
@@ -106,8 +110,8 @@ def topic_metadata(client: Client, topic: str, settle_s: float = 10.0) -> tuple[
             return md, tmd
         if tmd is not None and tmd.error is not None \
                 and tmd.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            raise TopicError(f"{ep.where}: not authorised to describe topic '{topic}' "
-                             f"(missing ACL: DESCRIBE on Topic:{topic})")
+            raise TopicDenied(f"{ep.where}: not authorised to describe topic '{topic}' "
+                              f"(missing ACL: DESCRIBE on Topic:{topic})")
         if time.monotonic() > deadline:
             raise TopicError(f"topic '{topic}' does not exist on {ep.where}"
                              + (f" ({tmd.error.str()})" if tmd is not None and tmd.error

@@ -142,10 +142,16 @@ def avro_columns(value: Column, framed: bool, schemas: dict[int, RegistrySchema]
         known = F.lit(False)
         for k in schemas:
             known = known | (sid == k)
-        reasons.append((is_framed & ~known,
-                        F.concat(F.lit("schema id "), sid.cast("string"),
-                                 F.lit(" was not seen when the window's schemas were read"))))
+        reasons.append((is_framed & ~known, _unseen(sid)))
     return _first(ids), _first(times) if time_path is not None else None, _first(reasons)
+
+
+def _unseen(sid: Column) -> Column:
+    """The reason of a schema id that appeared after the window's schemas were read."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit("schema id "), sid.cast("string"),
+                    F.lit(" was not seen when the window's schemas were read"))
 
 
 def _first(cases: list[tuple[Column, Column]]) -> Column:
@@ -173,7 +179,5 @@ def json_schema_value(value: Column, schemas: dict[int, RegistrySchema]
             reasons.append((is_framed & (sid == k), F.lit(schema.problem)))
         else:
             known = known | (sid == k)
-    reasons.append((is_framed & ~known & F.lit(True),
-                    F.concat(F.lit("schema id "), sid.cast("string"),
-                             F.lit(" was not seen when the window's schemas were read"))))
+    reasons.append((is_framed & ~known, _unseen(sid)))
     return F.when(is_framed & known, payload), _first(reasons)
