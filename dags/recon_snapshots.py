@@ -1,8 +1,10 @@
-"""`recon_flume_snapshots`: every five minutes, one snapshot of each Flume agent's counters.
+"""`recon_snapshots`: every five minutes, one snapshot of each flow's Flume counters and of its
+topic's partitions and production groups (the flight recorder).
 
 A Flume tier is counted from the growth of its counters between the snapshots that bracket a
-window (kafka_recon.sources.flume), so they must be taken while the window runs. One task per
-flow with a Flume tier; the DAG exists only when some flow has one.
+window (kafka_recon.sources.flume), and a finding's cause is read from what the recorder saw
+during the window (kafka_recon.sources.recorder): both need snapshots taken while the window
+runs. One task per flow.
 """
 
 from __future__ import annotations
@@ -11,16 +13,16 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, task
 
-from kafka_recon.config import FlumeTier, load_flows_partial
+from kafka_recon.config import load_flows_partial
 from kafka_recon.settings import config_path
 
-FLUME_FLOWS = sorted(name for name, f in load_flows_partial(config_path())[0].items()
-                     if any(isinstance(t, FlumeTier) for t in f.tiers))
+FLOWS = sorted(load_flows_partial(config_path())[0])
 
-if FLUME_FLOWS:
+if FLOWS:  # a config that cannot be read is recon_config's import error, not a DAG's
     with DAG(
-        dag_id="recon_flume_snapshots",
-        description="Snapshot the Flume agents' counters for the flows that have them",
+        dag_id="recon_snapshots",
+        description="Snapshot each flow's Flume counters and its topic's leaders, ISR, offsets and "
+                    "groups",
         schedule="*/5 * * * *",
         start_date=datetime(2026, 1, 1, tzinfo=UTC),
         catchup=False,
@@ -29,16 +31,20 @@ if FLUME_FLOWS:
         default_args={"owner": "kafka-recon", "retries": 1,
                       "retry_delay": timedelta(seconds=30),
                       "execution_timeout": timedelta(minutes=2)},
-        tags=["kafka-recon", "flume"],
+        tags=["kafka-recon", "snapshots"],
         doc_md=__doc__,
     ) as dag:
 
         @task
         def snapshot(flow: str) -> list[dict[str, object]]:
             from kafka_recon.config import load_flow
-            from kafka_recon.sources.flume import take_snapshots
+            from kafka_recon.errors import SourceUnreadable
+            from kafka_recon.orchestrate import take_snapshots
 
-            return take_snapshots({flow: load_flow(config_path(), flow)})
+            taken, errors = take_snapshots({flow: load_flow(config_path(), flow)})
+            if errors:  # what could be taken is kept; the task still goes red
+                raise SourceUnreadable("; ".join(errors))
+            return taken
 
-        for _name in FLUME_FLOWS:
+        for _name in FLOWS:
             snapshot.override(task_id=f"snapshot__{_name}")(_name)

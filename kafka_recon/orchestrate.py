@@ -158,8 +158,62 @@ def stage_topic(run: Run) -> list[dict[str, Any]]:
         for name in staged_tiers(run.flow):
             staged += run.folder.read_json(run.folder.staged(name), f"stage {name}")
         run.folder.write_json(run.folder.audit, audit)
+        run.folder.write_json(run.folder.flight, flight_over(run))
         run.folder.write_json(run.folder.stage, staged)
     return staged
+
+
+def flight_over(run: Run) -> dict[str, Any]:
+    """What the flight recorder kept of the flow's topic around the window (read-only: a flow
+    nobody snapshotted gets an empty timeline, and its causes say the evidence was missing)."""
+    from kafka_recon.settings import snapshots_path
+    from kafka_recon.sources import recorder
+
+    path = snapshots_path()
+    if not path.exists():
+        return recorder.Timeline().as_json()
+    con = recorder.connect(path)
+    try:
+        return recorder.timeline(con, run.flow.name, run.flow.topic_tier.topic,
+                                 run.window.start, run.window.closes_at).as_json()
+    finally:
+        con.close()
+
+
+def take_snapshots(flows: dict[str, Flow], path: Path | None = None
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """One snapshot of each flow's Flume counters and of its topic's partitions and groups (the
+    flight recorder), kept in the snapshot store; snapshots past the retention are dropped.
+    Returns what was taken and, per flow that could not be read, one line why: one flow's
+    unreachable cluster does not stop the others' snapshots."""
+    from datetime import UTC, datetime
+
+    from kafka_recon.errors import ReconError
+    from kafka_recon.settings import snapshot_retention_days, snapshots_path
+    from kafka_recon.sources import flume, recorder
+    from kafka_recon.sources.kafka_client import endpoint
+
+    path = path or snapshots_path()
+    now = datetime.now(UTC)
+    taken: list[dict[str, Any]] = []
+    errors: list[str] = []
+    con = recorder.connect(path)
+    try:
+        for name, flow in flows.items():
+            try:
+                taken += flume.take_snapshots({name: flow}, path, now)
+            except ReconError as exc:
+                errors.append(f"flow '{name}': {one_line(exc)}")
+            tier = flow.topic_tier
+            try:
+                taken.append(recorder.record(con, name, tier.topic, endpoint(tier),
+                                             tier.consumer_groups, now))
+            except ReconError as exc:
+                errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
+        recorder.forget(con, now - timedelta(days=snapshot_retention_days()))
+    finally:
+        con.close()
+    return taken, errors
 
 
 def stage(run: Run) -> list[dict[str, Any]]:
@@ -189,9 +243,11 @@ def reconcile(run: Run, spark: SparkSession) -> Result:
         aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder)
         audit = run.folder.read_json(run.folder.audit, "stage") \
             if run.folder.audit.exists() else []
+        flight = run.folder.read_json(run.folder.flight, "stage") \
+            if run.folder.flight.exists() else None
         result = build_result(run.flow, run.window, aggregates, replays,
                               stage_reasons=[r for t in staged for r in t.get("reasons", [])],
-                              out=str(run.out), audit=audit)
+                              out=str(run.out), audit=audit, flight=flight)
         run.folder.write_json(run.folder.result, result.as_json())
     return result
 

@@ -34,7 +34,7 @@ from kafka_recon.window import Window, iso_z
 
 # the steps of a run, in order, and what each writes (files and folders, relative)
 STEPS: dict[str, tuple[str, ...]] = {
-    "stage": ("staged", "stage.json", "audit.json"),
+    "stage": ("staged", "stage.json", "audit.json", "flight.json"),
     "replay": ("replays", "replays.json"),
     "reconcile": ("reconcile.json", "result.json", "missing", "unexpected", "duplicate",
                   "late", "unidentifiable"),
@@ -82,6 +82,11 @@ class RunFolder:
     @property
     def audit(self) -> Path:
         return self.path / "audit.json"
+
+    @property
+    def flight(self) -> Path:
+        """What the flight recorder saw of the topic over the window (the causes' evidence)."""
+        return self.path / "flight.json"
 
     @property
     def replays(self) -> Path:

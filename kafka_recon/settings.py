@@ -8,7 +8,8 @@
 | KAFKA_RECON_SPARK_JOBS | `<repo>/spark_jobs` | the spark-submit entry points |
 | KAFKA_RECON_EXPECTATIONS | `<repo>/expectations/gx` | the Great Expectations context |
 | KAFKA_RECON_HISTORY | `sqlite:///<runs>/history.db` | history database: URL or connection id |
-| KAFKA_RECON_SNAPSHOTS | `<runs>/flume.db` | the Flume counter snapshot store |
+| KAFKA_RECON_SNAPSHOTS | `<runs>/snapshots.db` | snapshot store: Flume counters, flight recorder |
+| KAFKA_RECON_SNAPSHOT_RETENTION_DAYS | 14 | how long the flight recorder's snapshots are kept |
 | KAFKA_RECON_UI_URL | none | Airflow's address, for links in mails |
 | KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
 | KAFKA_RECON_TASK_RETRIES | 2 | retries of a daily DAG's tasks |
@@ -61,7 +62,10 @@ def history_conn() -> str | None:
 
 
 def snapshots_path() -> Path:
-    return _path("KAFKA_RECON_SNAPSHOTS", runs_root() / "flume.db")
+    legacy = runs_root() / "flume.db"  # the store's name before it also held the recorder's
+    default = runs_root() / "snapshots.db"
+    return _path("KAFKA_RECON_SNAPSHOTS",
+                 legacy if legacy.exists() and not default.exists() else default)
 
 
 def ui_url() -> str | None:
@@ -85,6 +89,10 @@ def mail_attach_max_bytes() -> int:
 
 def task_retries() -> int:
     return _count("KAFKA_RECON_TASK_RETRIES", 2)
+
+
+def snapshot_retention_days() -> int:
+    return _count("KAFKA_RECON_SNAPSHOT_RETENTION_DAYS", 14)
 
 
 def run_stale_hours() -> int:

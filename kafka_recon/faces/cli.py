@@ -1,7 +1,7 @@
 """`kafka-recon`: the same steps as the Airflow DAGs, from a shell.
 
     kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
-    kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters, on a schedule)
+    kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
     kafka-recon drill [--scenario S1 ...] [--repeat N]   (the loss drill; exit 1 unless all pass)
 
@@ -78,16 +78,23 @@ def _selected_flows(a: argparse.Namespace) -> dict[str, Flow]:
 
 
 def _snapshot(a: argparse.Namespace) -> int:
-    from kafka_recon.sources.flume import store_path, take_snapshots
+    from kafka_recon.orchestrate import take_snapshots
+    from kafka_recon.settings import snapshots_path
 
     flows = _selected_flows(a)
-    path = a.store or store_path()
-    taken = take_snapshots(flows, path)
+    path = a.store or snapshots_path()
+    taken, errors = take_snapshots(flows, path)
     for t in taken:
-        print(f"{t['taken_at']} {t['flow']}/{t['tier']}: accepted {t['accepted']}, "
-              f"drained {t['drained']}")
+        if "tier" in t:
+            print(f"{t['taken_at']} {t['flow']}/{t['tier']}: accepted {t['accepted']}, "
+                  f"drained {t['drained']}")
+        else:
+            print(f"{t['taken_at']} {t['flow']}/{t['topic']}: {t['partitions']} partition(s), "
+                  f"{t['groups']} group(s)")
     print(f"{len(taken)} snapshot(s) kept in {path}")
-    return EXIT_OK
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    return EXIT_ERROR if errors else EXIT_OK
 
 
 def _audit(a: argparse.Namespace) -> int:
@@ -137,9 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True, type=Path, help="run folder (replaced on re-run)")
     r.add_argument("--replays", type=int, default=None)
     r.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    s = sub.add_parser("snapshot", help="snapshot the counters of every Flume tier")
+    s = sub.add_parser("snapshot", help="snapshot every Flume tier's counters and each topic's "
+                       "partitions and groups (the flight recorder)")
     s.add_argument("--config", required=True, type=Path)
-    s.add_argument("--flow", help="only this flow's Flume tiers")
+    s.add_argument("--flow", help="only this flow")
     s.add_argument("--store", type=Path, help="SQLite store (default $KAFKA_RECON_SNAPSHOTS)")
     au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
     au.add_argument("--config", required=True, type=Path)

@@ -39,7 +39,7 @@ def test_dag_folder_has_no_import_errors(dagbag: dict) -> None:
 
 def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -> None:
     assert sorted(dagbag["dags"]) == ["recon__clicks", "recon__demo", "recon__orders",
-                                      "recon_adhoc", "recon_flume_snapshots"]
+                                      "recon_adhoc", "recon_snapshots"]
 
 
 def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
@@ -77,9 +77,10 @@ def test_adhoc_dag_asks_for_flow_window_replays_and_email(dagbag: dict) -> None:
     assert dag["downstream"]["check"] == ["stage_tier"]
 
 
-def test_snapshot_dag_runs_every_five_minutes_for_flows_with_a_flume_tier(dagbag: dict) -> None:
-    dag = dagbag["dags"]["recon_flume_snapshots"]
-    assert dag["tasks"] == ["snapshot__orders"]  # clicks has no Flume tier
+def test_snapshot_dag_runs_every_five_minutes_for_every_flow(dagbag: dict) -> None:
+    # each flow's topic goes to the flight recorder, Flume tier or not
+    dag = dagbag["dags"]["recon_snapshots"]
+    assert dag["tasks"] == ["snapshot__clicks", "snapshot__demo", "snapshot__orders"]
     assert dag["schedule"] == "CronTriggerTimetable */5 * * * *"
 
 
@@ -138,7 +139,7 @@ def test_one_bad_flow_keeps_the_other_dags_and_shows_as_an_import_error_naming_i
     config.write_text(bad)
     bag = _probe(tmp_path, config)
     assert sorted(bag["dags"]) == ["recon__clicks", "recon__demo", "recon__orders",
-                                   "recon_adhoc", "recon_flume_snapshots"]
+                                   "recon_adhoc", "recon_snapshots"]
     assert "broken" not in bag["dags"]["recon_adhoc"]["params_enum"]["flow"]
     [(path, error)] = bag["errors"].items()
     assert path.endswith("recon_config.py")

@@ -1,0 +1,278 @@
+"""The flight recorder: the cluster's state around each flow's topic, snapshotted on a schedule.
+
+Kafka keeps no history of who led a partition, when its ISR shrank or which consumers held it,
+yet those are what tell one write-side or consume-side loss mechanism from another. So every
+few minutes (`recon_snapshots` in Airflow, or `kafka-recon snapshot`) the recorder keeps, for
+each flow's topic: each partition's leader, leader epoch, replicas, ISR, log start and log end
+(the high watermark), and each production group's committed offsets and members (client id,
+host, assigned partitions). Only metadata is read, by the Admin API and an OffsetFetch that
+never joins the group: no client of the pipeline is touched.
+
+Snapshots are kept in the snapshot store (SQLite, beside the Flume counters) for
+`KAFKA_RECON_SNAPSHOT_RETENTION_DAYS`. `timeline()` turns a window's snapshots into events:
+leader changes (clean or not), partitions offline, ISR shrinks, a high watermark moving back
+(acknowledged records truncated), and the groups' members. `kafka_recon.result.causes` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.sources.kafka_client import KafkaEndpoint
+from kafka_recon.window import iso_z, parse_instant
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS partition_snapshot (
+        flow TEXT NOT NULL, topic TEXT NOT NULL, taken_at TEXT NOT NULL,
+        partition INTEGER NOT NULL, leader INTEGER NOT NULL, leader_epoch INTEGER,
+        replicas TEXT NOT NULL, isr TEXT NOT NULL, log_start INTEGER, log_end INTEGER,
+        error TEXT, PRIMARY KEY (flow, topic, taken_at, partition))""",
+    """CREATE TABLE IF NOT EXISTS group_snapshot (
+        flow TEXT NOT NULL, topic TEXT NOT NULL, grp TEXT NOT NULL, taken_at TEXT NOT NULL,
+        state TEXT, committed TEXT, members TEXT, error TEXT,
+        PRIMARY KEY (flow, topic, grp, taken_at))""",
+]
+# a window is covered when no two snapshots around it are further apart than this: three
+# missed runs of a five-minute schedule
+MAX_GAP = timedelta(minutes=15)
+TIMEOUT_S = 10.0
+
+
+def _stamp(t: datetime) -> str:
+    # to the microsecond, so snapshots a second apart (the drill's) keep their order
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    for ddl in SCHEMA:
+        con.execute(ddl)
+    return con
+
+
+# ------------------------------------------------------------------ taking a snapshot
+def read_partitions(ep: KafkaEndpoint, topic: str) -> list[dict[str, Any]]:
+    """Each partition's leader (-1: none), replicas, ISR, and, from its leader, log start, log
+    end and leader epoch; a partition whose leader does not answer keeps the error instead."""
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    from kafka_recon.sources.topic import Client, topic_metadata
+
+    with Client(ep, "admin") as client:
+        # plain metadata: any live broker answers, even while the controller moves
+        _, md = topic_metadata(client, topic)
+        rows = {p.id: {"partition": p.id, "leader": int(p.leader),
+                       "replicas": sorted(p.replicas), "isr": sorted(p.isrs),
+                       "leader_epoch": None, "log_start": None, "log_end": None,
+                       "error": p.error.str() if p.error else None}
+                for p in md.partitions.values()}
+        for spec, key in ((OffsetSpec.earliest(), "log_start"), (OffsetSpec.latest(), "log_end")):
+            asked = {TopicPartition(topic, p): spec for p, r in rows.items() if r["leader"] >= 0}
+            if not asked:
+                break
+            futures = client.handle.list_offsets(asked, request_timeout=TIMEOUT_S)
+            for tp, fut in futures.items():
+                try:
+                    got = fut.result(TIMEOUT_S + 2)
+                except (KafkaException, TimeoutError) as exc:
+                    rows[tp.partition]["error"] = str(exc) or "no answer from the leader"
+                    continue
+                rows[tp.partition][key] = int(got.offset)
+                if got.leader_epoch is not None and got.leader_epoch >= 0:
+                    rows[tp.partition]["leader_epoch"] = int(got.leader_epoch)
+    return [rows[p] for p in sorted(rows)]
+
+
+def read_group(ep: KafkaEndpoint, topic: str, group: str, parts: list[int]) -> dict[str, Any]:
+    """A production group's committed offsets on the topic and its members (client id, host,
+    the topic's partitions assigned to each)."""
+    from confluent_kafka import KafkaException
+
+    from kafka_recon.sources.topic import NO_COMMIT, Client, group_committed
+
+    out: dict[str, Any] = {"state": None, "committed": {}, "members": [], "error": None}
+    try:
+        out["committed"] = {str(tp.partition): tp.offset
+                            for tp in group_committed(ep, topic, group, parts, ask_s=5.0)
+                            if tp.offset != NO_COMMIT}
+    except Exception as exc:  # noqa: BLE001 - kept as the snapshot's gap, not a crash
+        out["error"] = f"committed offsets: {exc}"
+    try:
+        with Client(ep, "admin") as client:
+            desc = client.handle.describe_consumer_groups(
+                [group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S + 2)
+        out["state"] = str(getattr(desc.state, "name", desc.state))
+        out["members"] = [
+            {"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+             "partitions": sorted(tp.partition for tp in (m.assignment.topic_partitions
+                                                         if m.assignment else [])
+                                  if tp.topic == topic)}
+            for m in desc.members]
+    except (KafkaException, TimeoutError) as exc:
+        out["error"] = ((out["error"] + "; ") if out["error"] else "") + f"members: {exc}"
+    return out
+
+
+def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
+           groups: list[str], now: datetime | None = None) -> dict[str, Any]:
+    """One snapshot of the topic's partitions and groups, kept in the store."""
+    now = now or datetime.now(UTC)
+    taken = _stamp(now)
+    parts = read_partitions(ep, topic)
+    with con:
+        con.executemany(
+            "INSERT OR REPLACE INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(flow, topic, taken, p["partition"], p["leader"], p["leader_epoch"],
+              json.dumps(p["replicas"]), json.dumps(p["isr"]), p["log_start"], p["log_end"],
+              p["error"]) for p in parts])
+        for group in groups:
+            g = read_group(ep, topic, group, [p["partition"] for p in parts])
+            con.execute("INSERT OR REPLACE INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
+                        (flow, topic, group, taken, g["state"], json.dumps(g["committed"]),
+                         json.dumps(g["members"]), g["error"]))
+    return {"flow": flow, "topic": topic, "taken_at": iso_z(now), "partitions": len(parts),
+            "groups": len(groups)}
+
+
+def forget(con: sqlite3.Connection, older_than: datetime) -> int:
+    """Drop snapshots older than the retention; returns the rows dropped."""
+    cut = _stamp(older_than)
+    with con:
+        n = con.execute("DELETE FROM partition_snapshot WHERE taken_at < ?", (cut,)).rowcount
+        n += con.execute("DELETE FROM group_snapshot WHERE taken_at < ?", (cut,)).rowcount
+    return n
+
+
+# ------------------------------------------------------------------ reading a window back
+@dataclass(frozen=True)
+class PartitionState:
+    at: datetime
+    leader: int
+    epoch: int | None
+    isr: tuple[int, ...]
+    log_end: int | None
+    error: str | None
+
+    @property
+    def unavailable(self) -> bool:
+        return self.leader < 0 or (self.log_end is None and self.error is not None)
+
+
+@dataclass
+class Timeline:
+    """What the recorder saw from `start` to `end` (JSON-ready through `as_json`)."""
+
+    snapshots: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+    largest_gap_s: float | None = None
+    covered: bool = False
+    events: list[dict[str, Any]] = field(default_factory=list)
+    members: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"snapshots": self.snapshots,
+                "first": iso_z(self.first) if self.first else None,
+                "last": iso_z(self.last) if self.last else None,
+                "largest_gap_s": self.largest_gap_s, "covered": self.covered,
+                "events": self.events, "members": self.members}
+
+
+def _between(a: datetime, b: datetime) -> list[str]:
+    return [iso_z(a), iso_z(b)]
+
+
+def partition_events(states: list[PartitionState], partition: int) -> list[dict[str, Any]]:
+    """Leader changes, offline spells, ISR shrinks and truncations between consecutive
+    snapshots of one partition, in time order.
+
+    A leader change compares the new leader with the last snapshot that had one (a spell
+    without a leader lies between them); it is clean when the new leader was in that
+    snapshot's ISR. A spell offline is a leader of -1 or one whose log cannot be read."""
+    events: list[dict[str, Any]] = []
+    offline_since: PartitionState | None = None
+    led: PartitionState | None = None  # the last snapshot with a leader
+    for a, b in zip(states, states[1:], strict=False):
+        led = a if a.leader >= 0 else led
+        base = {"partition": partition, "between": _between(a.at, b.at)}
+        if b.unavailable and not a.unavailable:
+            offline_since = a
+        if offline_since is not None and not b.unavailable:
+            events.append({**base, "event": "offline",
+                           "between": _between(offline_since.at, b.at),
+                           "leader_before": offline_since.leader, "leader_after": b.leader})
+            offline_since = None
+        if led is not None and b.leader >= 0 and b.leader != led.leader:
+            events.append({**base, "event": "leader_change", "between": _between(led.at, b.at),
+                           "from": led.leader, "to": b.leader, "clean": b.leader in led.isr,
+                           "isr_before": list(led.isr), "epochs": [led.epoch, b.epoch]})
+        if b.leader >= 0 and a.leader >= 0 and len(b.isr) < len(a.isr):
+            events.append({**base, "event": "isr_shrink", "isr_before": list(a.isr),
+                           "isr_after": list(b.isr)})
+        if a.log_end is not None and b.log_end is not None and b.log_end < a.log_end:
+            events.append({**base, "event": "truncation", "log_end_before": a.log_end,
+                           "log_end_after": b.log_end})
+    if offline_since is not None:
+        events.append({"partition": partition, "event": "offline",
+                       "between": _between(offline_since.at, states[-1].at),
+                       "leader_before": offline_since.leader, "leader_after": -1})
+    return sorted(events, key=lambda e: (e["between"][0], e["event"]))
+
+
+def timeline(con: sqlite3.Connection, flow: str, topic: str, start: datetime, end: datetime,
+             margin: timedelta = MAX_GAP) -> Timeline:
+    """The events the snapshots from `start - margin` to `end + margin` show; `covered` when
+    snapshots bracket [start, end] with no gap above MAX_GAP between them."""
+    lo, hi = _stamp(start - margin), _stamp(end + margin)
+    rows = con.execute(
+        "SELECT taken_at, partition, leader, leader_epoch, isr, log_end, error "
+        "FROM partition_snapshot WHERE flow = ? AND topic = ? AND taken_at BETWEEN ? AND ? "
+        "ORDER BY taken_at, partition", (flow, topic, lo, hi)).fetchall()
+    tl = Timeline()
+    by_part: dict[int, list[PartitionState]] = {}
+    times: list[datetime] = []
+    for taken, part, leader, epoch, isr, log_end, error in rows:
+        at = parse_instant(taken, f"recorder snapshot of {flow}")
+        if not times or times[-1] != at:
+            times.append(at)
+        by_part.setdefault(int(part), []).append(
+            PartitionState(at, int(leader), epoch, tuple(json.loads(isr)), log_end, error))
+    if not times:
+        return tl
+    gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+    inside = [t for t in times if start - MAX_GAP <= t <= end + MAX_GAP]
+    tl.snapshots, tl.first, tl.last = len(times), times[0], times[-1]
+    tl.largest_gap_s = max(gaps) if gaps else None
+    tl.covered = bool(inside) and inside[0] <= start and inside[-1] >= end and all(
+        g <= MAX_GAP.total_seconds() for g in gaps)
+    for part, states in sorted(by_part.items()):
+        tl.events += partition_events(states, part)
+    tl.events.sort(key=lambda e: (e["between"][0], e["partition"], e["event"]))
+    tl.members = group_members(con, flow, topic, lo, hi)
+    return tl
+
+
+def group_members(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: str
+                  ) -> dict[str, list[dict[str, Any]]]:
+    """Per group, each member seen with the topic's partitions it held, and when."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for group, taken, members in con.execute(
+            "SELECT grp, taken_at, members FROM group_snapshot WHERE flow = ? AND topic = ? "
+            "AND taken_at BETWEEN ? AND ? ORDER BY taken_at", (flow, topic, lo, hi)):
+        seen = out.setdefault(group, {})
+        at = iso_z(parse_instant(taken, f"recorder snapshot of {flow}"))
+        for m in json.loads(members or "[]"):
+            entry = seen.setdefault(m["member_id"], {
+                "member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
+                "partitions": [], "first_seen": at, "last_seen": at})
+            entry["partitions"] = sorted(set(entry["partitions"]) | set(m["partitions"]))
+            entry["last_seen"] = at
+    return {g: sorted(ms.values(), key=lambda m: (m["first_seen"], m["member_id"]))
+            for g, ms in out.items()}

@@ -1,0 +1,92 @@
+"""The flight recorder's timeline: events read from consecutive snapshots in its store."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from kafka_recon.sources import recorder
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+
+
+def store(tmp_path: Path, states: list[tuple[int, int | None, list[int], int | None]],
+          step_s: int = 60, members: list[list[dict[str, object]]] | None = None
+          ) -> recorder.sqlite3.Connection:
+    """One snapshot per state (leader, epoch, isr, log_end) of partition 0, `step_s` apart."""
+    con = recorder.connect(tmp_path / "snapshots.db")
+    for i, (leader, epoch, isr, log_end) in enumerate(states):
+        at = recorder._stamp(T0 + timedelta(seconds=i * step_s))
+        con.execute("INSERT INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    ("f", "t", at, 0, leader, epoch, "[1, 2, 3]", json.dumps(isr), 0, log_end,
+                     None if log_end is not None or leader < 0 else "leader not available"))
+        if members:
+            con.execute("INSERT INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
+                        ("f", "t", "g", at, "STABLE", "{}", json.dumps(members[i]), None))
+    con.commit()
+    return con
+
+
+def events(con: recorder.sqlite3.Connection, minutes: int = 10) -> recorder.Timeline:
+    return recorder.timeline(con, "f", "t", T0, T0 + timedelta(minutes=minutes))
+
+
+def test_an_unclean_election_after_the_isr_shrank_is_two_events(tmp_path: Path) -> None:
+    con = store(tmp_path, [(2, 5, [2, 3], 100), (2, 5, [2], 150), (2, 5, [2], 200),
+                           (3, 6, [3], 160)] + [(3, 6, [2, 3], 170)] * 7)
+    tl = events(con)
+    kinds = [(e["event"], e.get("clean")) for e in tl.events]
+    assert kinds == [("isr_shrink", None), ("leader_change", False), ("truncation", None)]
+    change = tl.events[1]
+    assert (change["from"], change["to"], change["isr_before"]) == (2, 3, [2])
+    assert change["between"] == ["2026-11-20T10:02:00Z", "2026-11-20T10:03:00Z"]
+    assert tl.events[2]["log_end_before"] == 200 and tl.events[2]["log_end_after"] == 160
+    assert tl.covered
+
+
+def test_a_spell_without_a_leader_is_one_offline_event(tmp_path: Path) -> None:
+    con = store(tmp_path, [(1, 3, [1], 100), (-1, None, [1], None), (-1, None, [1], None),
+                           (1, 4, [1], 100)] + [(1, 4, [1], 120)] * 7)
+    tl = events(con)
+    assert [e["event"] for e in tl.events] == ["offline"]
+    assert tl.events[0]["between"] == ["2026-11-20T10:00:00Z", "2026-11-20T10:03:00Z"]
+
+
+def test_a_leader_that_stops_answering_then_moves_is_offline_and_a_clean_change(
+        tmp_path: Path) -> None:
+    con = store(tmp_path, [(1, 3, [1, 2], 100), (1, 3, [1, 2], None), (2, 4, [2], 100)]
+                + [(2, 4, [2], 110)] * 8)
+    kinds = [(e["event"], e.get("clean")) for e in events(con).events]
+    assert ("leader_change", True) in kinds and ("offline", None) in kinds
+
+
+def test_a_window_the_snapshots_do_not_bracket_is_not_covered(tmp_path: Path) -> None:
+    con = store(tmp_path, [(1, 3, [1], 100)] * 5)  # 10:00 to 10:04, the window runs to 10:10
+    tl = events(con)
+    assert tl.snapshots == 5 and not tl.covered and tl.events == []
+    gappy = store(tmp_path / "b", [(1, 3, [1], 100)] * 3, step_s=20 * 60)
+    assert not events(gappy, minutes=30).covered  # 20-minute gaps: more than MAX_GAP
+    empty = recorder.connect(tmp_path / "none.db")
+    assert recorder.timeline(empty, "f", "t", T0, T0 + timedelta(minutes=5)).snapshots == 0
+
+
+def test_members_are_listed_once_with_every_partition_they_held(tmp_path: Path) -> None:
+    a = {"member_id": "a", "client_id": "loader", "host": "/h1", "partitions": [0]}
+    b = {"member_id": "b", "client_id": "other", "host": "/h2", "partitions": [1]}
+    con = store(tmp_path, [(1, 3, [1], 100)] * 11,
+                members=[[a]] * 3 + [[a, b]] * 8)
+    members = events(con).members["g"]
+    assert [(m["member_id"], m["client_id"], m["partitions"]) for m in members] == [
+        ("a", "loader", [0]), ("b", "other", [1])]
+    assert members[1]["first_seen"] == "2026-11-20T10:03:00Z"
+
+
+def test_snapshots_past_the_retention_are_forgotten(tmp_path: Path) -> None:
+    con = store(tmp_path, [(1, 3, [1], 100)] * 3, step_s=3600)
+    assert recorder.forget(con, T0 + timedelta(minutes=90)) == 2
+    assert con.execute("SELECT COUNT(*) FROM partition_snapshot").fetchone()[0] == 1
