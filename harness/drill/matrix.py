@@ -69,15 +69,16 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
 
 def line(row: dict[str, Any]) -> str:
     return f"{row['scenario']:<6} {row['result'].upper():<18} expected: {row['expected']} " \
-           f"| found: {row['found']}"
+           f"(cause {row['cause']}) | found: {row['found']} (cause {row['found_cause']})"
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    head = "| scenario | seeds | what happens | expected | found | attempts | result |\n" \
-           "|---|---|---|---|---|---|---|\n"
+    head = "| scenario | seeds | what happens | expected | true cause | found | cause found | " \
+           "attempts | result |\n|---|---|---|---|---|---|---|---|---|\n"
     body = "".join(
-        f"| {r['scenario']} | {r['seeds']} | {r['title']} | {r['expected']} | "
-        f"{r['found']} | {len(r['attempts'])} | **{r['result']}** |\n" for r in rows)
+        f"| {r['scenario']} | {r['seeds']} | {r['title']} | {r['expected']} | {r['cause']} | "
+        f"{r['found']} | {r['found_cause']} | {len(r['attempts'])} | **{r['result']}** |\n"
+        for r in rows)
     return head + body
 
 
@@ -101,6 +102,8 @@ def write_docs(rows: list[dict[str, Any]], folder: Path, elapsed: float,
             for f in a.get("flows", []):
                 evidence.append(f"- flow `{f['flow']}`: status {f['status']}; truth "
                                 f"{f['truth'] or '{}'}; found {f['found'] or '{}'}\n")
+                for c in f.get("cause_evidence", []):
+                    evidence.append(f"- cause: {c}\n")
                 if f["audit"]:
                     evidence.append(f"- audit also said: {', '.join(f['audit'])}\n")
             for p in a.get("problems", []):
@@ -115,7 +118,8 @@ def write_docs(rows: list[dict[str, Any]], folder: Path, elapsed: float,
         "DESIGN.md's catalogue ran for real on a three-broker KRaft cluster on loopback with "
         "the drill's producer and consumer apps; the reconciliation's findings were compared "
         "with the truth from the apps' ledgers and a plain read of the topic and the sinks "
-        "(kind, side, hop, count and the id set). \"fault did not bite\" is never a pass. "
+        "(kind, side, hop, count and the id set), and each finding's cause code with the "
+        "scenario's true cause. \"fault did not bite\" is never a pass. "
         + secured + "\n\n"
         f"Ran {meta['ran_at']} in {meta['seconds']} s; {meta['passed']} of {meta['rows']} rows "
         "passed.\n\n" + markdown_table(rows) + "\n## Evidence\n\n" + "".join(evidence))

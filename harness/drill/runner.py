@@ -68,6 +68,51 @@ class NotBitten(RuntimeError):
     """The fault did not take effect: nothing to find, so nothing proven."""
 
 
+RECORD_EVERY_S = 2.0
+
+
+class FlightRecorder:
+    """The flight recorder on a thread, snapshotting the scenario's topic and group every
+    RECORD_EVERY_S into the attempt's snapshot store, as the scheduled `kafka-recon snapshot`
+    does every five minutes in production. A snapshot that fails (a broker just died) is
+    missed, as in production; the attempt's evidence says how many were taken."""
+
+    def __init__(self, ctx: Ctx, flows: list[str]) -> None:
+        import threading
+
+        self.ctx, self.flows = ctx, flows
+        self.taken = self.missed = 0
+        self.first_at: datetime | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        from kafka_recon.errors import ReconError
+        from kafka_recon.sources import recorder
+        from kafka_recon.sources.kafka_client import KafkaEndpoint
+
+        con = recorder.connect(self.ctx.folder / "snapshots.db")
+        ep = KafkaEndpoint(self.ctx.bootstrap)
+        try:
+            while not self._stop.is_set():
+                now = datetime.now(UTC)
+                try:
+                    for flow in self.flows:
+                        recorder.record(con, flow, self.ctx.topic, ep, [self.ctx.group], now)
+                    self.taken += 1
+                    self.first_at = self.first_at or now
+                except (ReconError, RuntimeError, OSError):
+                    self.missed += 1
+                self._stop.wait(RECORD_EVERY_S)
+        finally:
+            con.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
 class App:
     """One drill app process, its ledger folder and its state file."""
 
@@ -202,6 +247,8 @@ class Scenario:
     topic_config: dict[str, str] = field(default_factory=dict)
     sinks: tuple[str, ...] = ("sink",)
     status: str = "findings"
+    # the true cause of each expected finding, in the same order (None: no cause, as for late)
+    causes: tuple[str | None, ...] = ()
     write_hop: str = "db->topic"
     bite: Bite | None = None
     extra_tiers: Callable[[Ctx], str] | None = None
@@ -278,8 +325,23 @@ def found_findings(result: Result, out: Path) -> dict[Key, dict[str, Any]]:
     for f in result.record_findings:
         code = f.cause if isinstance(f.cause, str) or f.cause is None else f.cause.code
         hop = f.hop + (" (retention)" if code == "retention_deleted_unread" else "")
-        found[(f.kind, f.side, hop)] = {"count": f.count, "ids": _read_ids(out, f.ids)}
+        found[(f.kind, f.side, hop)] = {
+            "count": f.count, "ids": _read_ids(out, f.ids), "cause": code,
+            "confidence": None if isinstance(f.cause, str) or f.cause is None
+            else f.cause.confidence}
     return found
+
+
+def compare_causes(wanted: dict[Key, str | None], found: dict[Key, dict[str, Any]]
+                   ) -> list[str]:
+    """The cause each expected finding must carry (None: it must name none)."""
+    problems = []
+    for key, code in sorted(wanted.items()):
+        f = found.get(key)
+        if f is not None and f.get("cause") != code:
+            problems.append(f"{'/'.join(key)}: cause {f.get('cause') or 'none'}, expected "
+                            f"{code or 'none'}")
+    return problems
 
 
 def compare(expected: dict[Key, dict[str, Any]], found: dict[Key, dict[str, Any]]
@@ -303,14 +365,30 @@ def compare(expected: dict[Key, dict[str, Any]], found: dict[Key, dict[str, Any]
     return problems
 
 
+def _cause_evidence(result: Result) -> list[str]:
+    out = []
+    for f in result.record_findings:
+        if f.cause is not None and not isinstance(f.cause, str):
+            out.append(f"{f.kind}/{f.side}/{f.hop}: {f.cause.code} ({f.cause.confidence}): "
+                       f"{f.cause.summary}; " + "; ".join(f.cause.evidence))
+    return out
+
+
 def audit_summary(result: Result) -> list[str]:
     return sorted({f"{f.rule} ({f.severity})" for f in result.risks})
 
 
 def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> dict[str, Any]:
     """One run of a scenario; NotBitten when the fault did not take effect."""
-    start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     ctx = _setup(sc, cluster, folder)
+    # the store the run's stage step reads the recorder from (and S10's Flume counters)
+    os.environ["KAFKA_RECON_SNAPSHOTS"] = str(folder / "snapshots.db")
+    flight = FlightRecorder(ctx, [_flow_name(sc, sink) for sink in sc.sinks])
+    wait_for("the flight recorder's first snapshot", lambda: flight.taken, 60)
+    # the window starts after the recorder's first snapshot, as a scheduled recorder's
+    # snapshots bracket a production window
+    start = _ceil_second(datetime.now(UTC))
+    time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
     created = datetime.now(UTC)
     _exec(ctx.upstream, "INSERT INTO src VALUES (?, ?)",
           [(i, sql_time(created)) for i in range(1, sc.rows + 1)])
@@ -332,6 +410,9 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
         if wait > 0:
             time.sleep(wait)  # the window must be closed before it is judged
     finally:
+        flight.stop()
+        ctx.note(f"flight recorder: {flight.taken} snapshot(s) every {RECORD_EVERY_S:.0f}s, "
+                 f"{flight.missed} missed")
         if ctx.flume is not None:
             ctx.flume.stop()
     up = sql_ids(str(ctx.upstream), "src", start, end)
@@ -348,11 +429,16 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
         result = orchestrate.execute(run, spark, with_report=False)
         want = expected[sink]
         found = found_findings(result, out)
+        causes = {(k, s_, h.format(sink=sink)): c
+                  for (k, s_, h), c in zip(sc.expected, sc.causes, strict=True)}
         flows.append({"flow": flow_name, "status": result.status,
                       "reasons": result.reasons, "audit": audit_summary(result),
                       "truth": {"/".join(k): v["count"] for k, v in want.items()},
                       "found": {"/".join(k): v["count"] for k, v in found.items()},
-                      "problems": compare(want, found)})
+                      "causes": {"/".join(k): v["cause"] and f"{v['cause']} ({v['confidence']})"
+                                 for k, v in found.items()},
+                      "cause_evidence": _cause_evidence(result),
+                      "problems": compare(want, found) + compare_causes(causes, found)})
     wanted = {(k, s, h.format(sink=sink)) for sink in sc.sinks for k, s, h in sc.expected}
     truth_keys = {k for sink in sc.sinks for k in expected[sink]}
     why_not = sc.bite(ctx, truth) if sc.bite else None
@@ -371,7 +457,8 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
     """A scenario's row of the matrix: re-run while its fault does not bite."""
     label = label or sc.id
     row: dict[str, Any] = {"scenario": label, "title": sc.title, "seeds": sc.seeds,
-                           "expected": _expected_words(sc), "attempts": [], "result": "fail"}
+                           "expected": _expected_words(sc), "cause": _cause_words(sc),
+                           "attempts": [], "result": "fail"}
     for n in range(1, attempts + 1):
         began = time.monotonic()
         folder = out / label / f"attempt-{n}"
@@ -395,10 +482,13 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
         row["attempts"].append(got)
         row["result"] = got["outcome"]
         row["found"] = _found_words(got)
+        row["found_cause"] = "; ".join(c or "none" for f in got["flows"]
+                                       for c in f["causes"].values()) or "none"
         break
     else:
         row["result"] = "fault did not bite"
     row.setdefault("found", "-")
+    row.setdefault("found_cause", "-")
     return row
 
 
@@ -408,6 +498,10 @@ def _expected_words(sc: Scenario) -> str:
     sink = sc.sinks[0] if len(sc.sinks) == 1 else "each sink"
     words = "; ".join(f"{k}, {s} side, {h.format(sink=sink)}" for k, s, h in sc.expected)
     return words + (" (status inconclusive)" if sc.status == "inconclusive" else "")
+
+
+def _cause_words(sc: Scenario) -> str:
+    return "; ".join(c or "none" for c in sc.causes) or "none"
 
 
 def _found_words(got: dict[str, Any]) -> str:

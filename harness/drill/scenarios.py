@@ -317,15 +317,12 @@ def _flume_counts(agent: Any) -> tuple[int, int, int]:
 
 
 def s10(ctx: Ctx) -> None:
-    import os
-
     from harness.drill.runner import _exec
     from harness.drill.truth import sql_time
     from harness.services.flume import FlumeAgent
 
     agent = FlumeAgent(ctx.folder / "flume", ctx.bootstrap, ctx.topic).start()
-    store = ctx.folder / "flume-snapshots.db"
-    os.environ["KAFKA_RECON_SNAPSHOTS"] = str(store)  # where staging reads this run's counters
+    store = ctx.folder / "snapshots.db"  # the attempt's store, which staging reads
     ctx.flume = _FlumeUnderWatch(agent, store)
     wait_for("a first snapshot of the agent's counters", lambda: ctx.flume.taken, 30)
     # the window starts once the agent is watched; the rows are created inside it
@@ -460,29 +457,39 @@ def s15_bite(ctx: Ctx, truth: Truth) -> str | None:
 
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S1", "producer acks=0, leader killed and restarted while sending", "000, 001, 002",
-             [("loss", "write", "db->topic")], s1, replication=2),
+             [("loss", "write", "db->topic")], s1, replication=2,
+             causes=("lagging_replica_elected",)),
     Scenario("S2", "acks=1, ISR shrank to the leader, leader killed, unclean election",
              "000-004", [("loss", "write", "db->topic")], s2, replication=2, rows=8000,
+             causes=("lagging_replica_elected",),
              topic_config={"unclean.leader.election.enable": "true"}, bite=_lost_acked),
     Scenario("S3", "fire-and-forget send, partition offline past delivery.timeout.ms",
-             "000, 001", [("loss", "write", "db->topic")], s3, replication=1),
+             "000, 001", [("loss", "write", "db->topic")], s3, replication=1,
+             causes=("partition_offline",)),
     Scenario("S4", "record larger than the topic's max.message.bytes", "000, 004",
              [("loss", "write", "db->topic")], s4, topic_config={"max.message.bytes": "8192"},
+             causes=("record_rejected",),
              bite=s4_bite),
     Scenario("S5", "enable.auto.commit=true, consumer killed mid-batch", "000-004",
-             [("loss", "consume", "topic->{sink}")], s5, partitions=2),
+             [("loss", "consume", "topic->{sink}")], s5, partitions=2,
+             causes=("commit_ahead_of_processing",)),
     Scenario("S6", "commit before processing, consumer killed mid-batch", "000",
-             [("loss", "consume", "topic->{sink}")], s6, partitions=2),
+             [("loss", "consume", "topic->{sink}")], s6, partitions=2,
+             causes=("commit_ahead_of_processing",)),
     Scenario("S7", "retries without idempotence, acks lost to request timeouts", "000, 003",
              [("duplicate", "write", "db->topic")], s7, rows=6000,
+             causes=("retries_without_idempotence",),
              topic_config={"min.insync.replicas": "2"}),
     Scenario("S8", "processed, killed before commit, reprocessed", "000, 004",
-             [("duplicate", "consume", "topic->{sink}")], s8, partitions=2),
+             [("duplicate", "consume", "topic->{sink}")], s8, partitions=2,
+             causes=("redelivery_after_crash",)),
     Scenario("S9", "retention shortened while the consumer is down", "004",
              [("loss", "consume", "topic->{sink} (retention)")], s9, status="inconclusive",
+             causes=("retention_deleted_unread",),
              topic_config={"segment.ms": "2000"}, truth=s9_truth),
     Scenario("S10", "Flume agent killed with events in its memory channel", "004",
              [("loss", "write", "collector.source->collector.sink")], s10,
+             causes=("flume_channel_lost",),
              topic_config={"min.insync.replicas": "3"},
              write_hop="collector.source->collector.sink", extra_tiers=_flume_tier),
     Scenario("S11", "transactions, every third aborted, read_committed", "003", [], s11,
@@ -492,10 +499,12 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              topic_config={"min.insync.replicas": "2",
                            "unclean.leader.election.enable": "false"}),
     Scenario("S13", "records created near the window end, arriving inside grace", "004",
-             [("late", "write", "db->topic")], s13, status="ok"),
+             [("late", "write", "db->topic")], s13, status="ok", causes=(None,)),
     Scenario("S14", "rows written into the sink by someone else", "004",
-             [("unexpected", "consume", "topic->{sink}")], s14),
+             [("unexpected", "consume", "topic->{sink}")], s14,
+             causes=("written_by_someone_else",)),
     Scenario("S15", "two applications sharing one group.id, two sinks", "004",
              [("loss", "consume", "topic->{sink}")], s15, partitions=4,
+             causes=("partition_not_consumed",),
              sinks=("sink_a", "sink_b"), bite=s15_bite),
 ]}

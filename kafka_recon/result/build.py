@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafka_recon.config import Flow
-from kafka_recon.result.causes import classify
+from kafka_recon.result.causes import Evidence, classify
 from kafka_recon.result.model import Result, decide_status
 from kafka_recon.sources.topic import PartitionRange, deleted_before_consumed, retention_cut
 from kafka_recon.window import Window
@@ -109,23 +109,29 @@ def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[st
 
 
 def attach_causes(findings: list[dict[str, Any]], flow: Flow, aggregates: dict[str, Any],
-                  topic: dict[str, Any], audit: list[dict[str, Any]]) -> None:
+                  topic: dict[str, Any], audit: list[dict[str, Any]],
+                  flight: dict[str, Any] | None = None) -> None:
     """Each loss, duplicate and unexpected finding gets its probable cause (result.causes)."""
     hops = {f"{h['from']}->{h['to']}": h for h in aggregates["hops"]}
-    spans = next((t.get("partitions") or {} for t in aggregates["tiers"]
-                  if t["name"] == flow.topic_tier.name), {})
-    committed = {g: {int(p): off for p, off in offs.items()}
-                 for g, offs in topic.get("committed", {}).items()}
+    ev = Evidence(
+        topic=flow.topic_tier.name,
+        committed={g: {int(p): off for p, off in offs.items()}
+                   for g, offs in topic.get("committed", {}).items()},
+        spans=next((t.get("partitions") or {} for t in aggregates["tiers"]
+                    if t["name"] == flow.topic_tier.name), {}),
+        audit=audit, flight=flight or {},
+        restarts={t["name"]: int(t["restarts"]) for t in aggregates["tiers"]
+                  if "restarts" in t})
     for f in findings:
-        found = classify(f, hops.get(f["hop"]), flow.topic_tier.name, committed, spans, audit)
+        found = classify(f, hops.get(f["hop"]), ev)
         if found is not None:
             f["cause"] = found
 
 
 def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: dict[str, Any],
                  stage_reasons: list[str] | None = None, now: datetime | None = None,
-                 out: str | None = None, audit: list[dict[str, Any]] | None = None
-                 ) -> Result:
+                 out: str | None = None, audit: list[dict[str, Any]] | None = None,
+                 flight: dict[str, Any] | None = None) -> Result:
     replays = [{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
                                   "fingerprint", "out_of_order") if k in r}
                for r in topic["replays"]]
@@ -180,7 +186,7 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
     reasons += more_reasons
     findings = explain_by_retention(findings, retention_findings, aggregates.get("retention"),
                                     flow, out, reasons)
-    attach_causes(findings, flow, aggregates, topic, audit or [])
+    attach_causes(findings, flow, aggregates, topic, audit or [], flight)
     disorder = max((r.get("out_of_order") or 0 for r in topic["replays"]), default=0)
     if disorder:
         reasons.append(

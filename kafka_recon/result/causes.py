@@ -10,16 +10,34 @@ Each cause has a code, a summary, a confidence and the evidence it rests on:
   the only ground for `likely`);
 - `unknown`: says which evidence was missing.
 
-This module is pure: the reconcile step's aggregates, the replay's committed offsets and the
-audit's rows in, causes out.
+This module is pure: the reconcile step's aggregates, the replay's committed offsets, the
+flight recorder's timeline and the audit's rows in, causes out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from kafka_recon.sources.topic import NO_COMMIT
+
+# how far from the lost records' own event times a recorded event may lie and still be taken
+# for theirs: records are made, then sent, seconds to minutes later, and the recorder sees the
+# cluster only every few minutes
+SLACK = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything a cause is read from, for one run."""
+
+    topic: str                                       # the flow's topic tier's name
+    committed: dict[str, dict[int, int]] = field(default_factory=dict)
+    spans: dict[str, dict[str, int]] = field(default_factory=dict)  # window records per partition
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    flight: dict[str, Any] = field(default_factory=dict)            # recorder.Timeline as JSON
+    restarts: dict[str, int] = field(default_factory=dict)          # Flume point -> restarts
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,18 @@ CAUSES: dict[str, Known] = {
                    "unclean.leader.election.enable=false."),
     "retries_without_idempotence": Known(
         "000,003", "Set enable.idempotence=true on the producer."),
+    "partition_offline": Known(
+        "000,001", "Produce with acks=all, a delivery callback that acts on failures and a "
+                   "delivery.timeout.ms longer than a broker's restart; keep replication.factor "
+                   ">= 3 so a partition keeps a leader."),
+    "record_rejected": Known(
+        "000,004", "Check the producer's delivery reports for these records: align "
+                   "max.request.size, the topic's max.message.bytes and the broker's "
+                   "message.max.bytes with the largest record, and fix records that cannot be "
+                   "serialized."),
+    "flume_channel_lost": Known(
+        "004", "Use a file channel (or Kafka channel) for the agent instead of a memory "
+               "channel, so events accepted survive a restart."),
     "unknown": Known("004", "Follow seed 004's steps: confirm the loss, locate the hop, then "
                             "check the hop's clients and the brokers' logs for the window."),
 }
@@ -101,10 +131,29 @@ def _audit_says(audit: list[dict[str, Any]], *rules: str) -> list[str]:
             if a.get("rule") in rules]
 
 
-def consume_loss(runs: dict[str, Any] | None, committed: dict[str, dict[int, int]],
-                 spans: dict[str, dict[str, int]], audit: list[dict[str, Any]]
-                 ) -> dict[str, Any]:
+def _members_text(members: list[dict[str, Any]]) -> str:
+    return "; ".join(f"client '{m['client_id']}' on {m['host']} (member {m['member_id'][:24]}) "
+                     f"held partitions {m['partitions']}" for m in members)
+
+
+def _shared_group(g: str, whole: list[str], flight: dict[str, Any]) -> list[str] | None:
+    """The recorder's proof that members of the group other than the sink's own held exactly
+    the partitions the sink lacks: their description, or None when it does not show that."""
+    members = (flight.get("members") or {}).get(g) or []
+    lost = {int(p) for p in whole}
+    holders = [m for m in members if m["partitions"] and set(m["partitions"]) <= lost]
+    others = [m for m in members if set(m["partitions"]) - lost]
+    if not holders or not others:
+        return None
+    return [f"group '{g}' had {len(members)} member(s) over the window: "
+            f"{_members_text(members)}",
+            f"the member(s) holding partitions {sorted(lost)} wrote elsewhere: none of those "
+            "partitions' records reached this sink"]
+
+
+def consume_loss(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
     """A consume-side loss, from where its records sit against the groups' commits."""
+    committed, spans, audit = ev.committed, ev.spans, ev.audit
     if not runs:
         return cause("unknown", "the lost records could not be located in the topic",
                      "unknown", ["no offsets were found for the missing ids"])
@@ -131,13 +180,15 @@ def consume_loss(runs: dict[str, Any] | None, committed: dict[str, dict[int, int
         evidence = [f"the lost records sit at {where}",
                     f"all of them below the offsets group '{g}' committed"]
         if others_whole:
+            shared = _shared_group(g, whole, ev.flight)
             return cause("partition_not_consumed",
                          f"whole partitions ({', '.join(whole)}) never reached the sink while "
                          f"group '{g}' committed past them and the other partitions arrived "
-                         "whole: another application sharing the group id may have consumed "
-                         "them", "possible", evidence + [
+                         "whole: another application sharing the group id consumed them"
+                         + ("" if shared else " (possibly)"),
+                         "likely" if shared else "possible", evidence + (shared or [
                              "missing: the group's members over the window (the flight "
-                             "recorder)"])
+                             "recorder)"]))
         corroboration = _audit_says(audit, "C1-auto-commit")
         confident = one and _batched(runs)
         return cause("commit_ahead_of_processing",
@@ -175,12 +226,167 @@ def consume_duplicate(runs: dict[str, Any] | None) -> dict[str, Any]:
                                          "sink's own retries may have written them twice"])
 
 
-def classify(finding: dict[str, Any], hop: dict[str, Any] | None, topic_name: str,
-             committed: dict[str, dict[int, int]], spans: dict[str, dict[str, int]],
-             audit: list[dict[str, Any]]) -> dict[str, Any] | None:
+# ------------------------------------------------------------------ the write side
+def _parse(t: str | None) -> datetime | None:
+    return datetime.fromisoformat(t.replace("Z", "+00:00")) if t else None
+
+
+def _overlapping(flight: dict[str, Any], lo: datetime | None, hi: datetime | None
+                 ) -> list[dict[str, Any]]:
+    """The recorder's events that may have happened while records made from lo to hi were
+    sent (SLACK either side); all of them when the records' times are unknown."""
+    events = flight.get("events") or []
+    if lo is None or hi is None:
+        return list(events)
+    a, b = lo - SLACK, hi + SLACK
+    return [e for e in events
+            if _parse(e["between"][0]) <= b and _parse(e["between"][1]) >= a]  # type: ignore
+
+
+def _event_text(e: dict[str, Any]) -> str:
+    when = f"between {e['between'][0]} and {e['between'][1]}"
+    p = f"partition {e['partition']}"
+    if e["event"] == "leader_change":
+        how = "a replica in the ISR" if e["clean"] else \
+            f"not in the ISR {e['isr_before']}: an unclean election"
+        return f"{p}: leader moved from broker {e['from']} to broker {e['to']} ({how}) {when}"
+    if e["event"] == "offline":
+        return f"{p} had no available leader {when}"
+    if e["event"] == "isr_shrink":
+        return f"{p}: ISR shrank from {e['isr_before']} to {e['isr_after']} {when}"
+    if e["event"] == "truncation":
+        return (f"{p}: the high watermark went back from {e['log_end_before']} to "
+                f"{e['log_end_after']} {when}: acknowledged records were truncated")
+    return f"{p}: {e['event']} {when}"
+
+
+def _shape_text(shape: dict[str, Any]) -> str:
+    big = shape["largest"][0] if shape.get("largest") else None
+    text = (f"{shape['records']} record(s) in {shape['runs']} run(s) of the upstream's order "
+            f"(event time, then id), {shape['singles']} of them single records")
+    if big:
+        text += (f"; the largest, ids {big['first_id']}-{big['last_id']} ({big['records']}), "
+                 f"made {big['first_time']} - {big['last_time']}")
+    return text
+
+
+def _recorder_gap(flight: dict[str, Any]) -> str | None:
+    """Why the recorder cannot vouch for the window, or None when it covered it."""
+    if not flight.get("snapshots"):
+        return ("missing: the flight recorder's snapshots of the topic over the window (run "
+                "`kafka-recon snapshot` on a schedule)")
+    if not flight.get("covered"):
+        return (f"the flight recorder did not cover the whole window ({flight['snapshots']} "
+                f"snapshot(s), {flight.get('first')} - {flight.get('last')}, largest gap "
+                f"{flight.get('largest_gap_s')} s)")
+    return None
+
+
+def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
+    """A loss between the upstream and the topic, from the recorder's events while the records
+    were sent and the lost records' shape."""
+    flight = ev.flight or {}
+    evidence = [f"the lost records: {_shape_text(shape)}"] if shape else []
+    near = _overlapping(flight, _parse((shape or {}).get("first_time")),
+                        _parse((shape or {}).get("last_time")))
+    gap = _recorder_gap(flight)
+    acks = _audit_says(ev.audit, "P1-acks", "T4-unclean-election", "T2-min-isr")
+    truncated = [e for e in near if e["event"] == "truncation"
+                 or e["event"] == "leader_change" and not e["clean"]]
+    moved = [e for e in near if e["event"] == "leader_change"]
+    shrunk = [e for e in near if e["event"] == "isr_shrink"]
+    offline = [e for e in near if e["event"] == "offline"]
+    if truncated:
+        return cause("lagging_replica_elected",
+                     "a replica that lacked acknowledged records became leader and the log "
+                     "was truncated to it while these records were sent", "likely",
+                     evidence + [_event_text(e) for e in shrunk + truncated] + acks)
+    if moved:
+        return cause("lagging_replica_elected",
+                     "the partition's leader changed while these records were sent: records "
+                     "only the old leader held (acknowledged with acks below all, or not "
+                     "acknowledged at all) were lost with it",
+                     "likely" if acks else "possible",
+                     evidence + [_event_text(e) for e in shrunk + moved] + (acks or [
+                         "missing: the producer's acks (declare the flow's producer settings): "
+                         "with acks=all and min.insync.replicas >= 2 a clean election loses "
+                         "nothing acknowledged"]))
+    if offline:
+        return cause("partition_offline",
+                     "the partition had no leader while these records were sent: the producer "
+                     "dropped them (fire-and-forget, or delivery.timeout.ms expired) instead "
+                     "of waiting for it", "likely",
+                     evidence + [_event_text(e) for e in offline] + acks)
+    if shape and shape["runs"] and shape["singles"] == shape["runs"]:
+        sizes = _audit_says(ev.audit, "S1-size-chain")
+        return cause("record_rejected",
+                     "single records were refused one by one (too large for the topic or "
+                     "the producer, or not serializable) while the records around them "
+                     "arrived", "possible" if gap else "likely",
+                     evidence + (["the recorder saw no leader change, offline partition or "
+                                  "truncation over the window"] if not gap else [gap]) + sizes)
+    if gap:
+        return cause("unknown", "nothing recorded over the window points at a mechanism for "
+                     "this write-side loss", "unknown", evidence + [gap] + acks)
+    return cause("unknown", "the lost records form batches, but the recorder saw no leader "
+                 "change, offline partition or truncation while they were sent: look at the "
+                 "producer's own errors (delivery timeouts, a crash with unsent batches)",
+                 "unknown", evidence + [_event_text(e) for e in near] + acks)
+
+
+def write_duplicate(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
+    """Copies in the topic of records the upstream made once."""
+    p2 = _audit_says(ev.audit, "P2-idempotence")
+    if not runs:
+        return cause("retries_without_idempotence" if p2 else "unknown",
+                     "the duplicated records could not be located in the topic",
+                     "possible" if p2 else "unknown",
+                     p2 + ["no offsets were found for the duplicated ids"])
+    evidence = [f"the copies sit at {_runs_text(runs)}"]
+    lo = _parse(min((r["first_ts"] for r in runs["largest"] if r.get("first_ts")),
+                    default=None))
+    hi = _parse(max((r["last_ts"] for r in runs["largest"] if r.get("last_ts")), default=None))
+    slow = [e for e in _overlapping(ev.flight or {}, lo, hi)
+            if e["event"] in ("isr_shrink", "leader_change", "offline")]
+    if _batched(runs) and (slow or p2):
+        return cause("retries_without_idempotence",
+                     "the producer sent whole batches again after their requests timed out, "
+                     "and without idempotence the broker wrote both copies", "likely",
+                     evidence + [_event_text(e) + ": produce requests waited on it"
+                                 for e in slow] + p2)
+    return cause("retries_without_idempotence",
+                 "batches written twice: a producer retry without idempotence, or the "
+                 "upstream sending the records again", "possible",
+                 evidence + p2 + ([] if _batched(runs) else [
+                     "the copies are scattered singles, not batches"])
+                 + ([] if slow or not _recorder_gap(ev.flight or {}) else
+                    [_recorder_gap(ev.flight or {}) or ""]))
+
+
+def flume_loss(hop: str, ev: Evidence) -> dict[str, Any]:
+    """A loss inside a Flume agent: accepted by its source, never drained by its sink."""
+    source = hop.split("->")[0]
+    agent = source.rsplit(".", 1)[0]
+    restarts = ev.restarts.get(source, 0) + ev.restarts.get(hop.split("->")[-1], 0)
+    if restarts:
+        return cause("flume_channel_lost",
+                     f"agent '{agent}' restarted inside the window with events accepted but "
+                     "not yet drained: its memory channel was lost with the process", "likely",
+                     [f"the agent's StartTime changed between snapshots ({restarts} restart(s) "
+                      "seen by the counters) and its counters began again from zero"])
+    return cause("unknown", f"agent '{agent}' accepted events it never drained, without a "
+                 "restart: a full channel or a sink stuck on the topic may still hold them",
+                 "unknown", ["no restart of the agent inside the window",
+                             "missing: the agent's ChannelSize at the window's end"])
+
+
+def classify(finding: dict[str, Any], hop: dict[str, Any] | None, ev: Evidence
+             ) -> dict[str, Any] | None:
     """The cause of one loss, duplicate or unexpected finding (None for other kinds)."""
     kind, side = finding["kind"], finding["side"]
-    out_of_topic = finding["hop"].startswith(f"{topic_name}->")
+    ends = finding["hop"].split("->")
+    out_of_topic = ends[0] == ev.topic
+    into_topic = ends[-1] == ev.topic
     if kind == "loss" and finding.get("cause") == "retention":
         return cause("retention_deleted_unread",
                      f"retention deleted records before group '{finding.get('group')}' read "
@@ -189,7 +395,7 @@ def classify(finding: dict[str, Any], hop: dict[str, Any] | None, topic_name: st
                       f"{finding.get('offsets', finding['count'])} offset(s) that retention "
                       "deleted"])
     if kind == "loss" and out_of_topic:
-        return consume_loss((hop or {}).get("missing_runs"), committed, spans, audit)
+        return consume_loss((hop or {}).get("missing_runs"), ev)
     if kind == "duplicate" and out_of_topic:
         return consume_duplicate((hop or {}).get("duplicate_runs"))
     if kind == "unexpected":
@@ -198,24 +404,14 @@ def classify(finding: dict[str, Any], hop: dict[str, Any] | None, topic_name: st
                      "earlier tiers: something else wrote them", "possible",
                      [f"{finding['count']} id(s) downstream of {finding['hop']} with no record "
                       "upstream"])
+    if kind == "loss" and len(ends) == 2 and ends[0].rsplit(".", 1)[0] == \
+            ends[1].rsplit(".", 1)[0] and ends[0] in ev.restarts:
+        return flume_loss(finding["hop"], ev)
     if kind == "loss" and side == "write":
-        hints = _audit_says(audit, "P1-acks", "T4-unclean-election", "T2-min-isr")
-        if hints:
-            return cause("lagging_replica_elected",
-                         "the settings allow a lagging replica to become leader and truncate "
-                         "acknowledged records", "possible", hints + [
-                             "missing: the partitions' leaders and ISR over the window (the "
-                             "flight recorder), which would show it happened"])
+        return write_loss((hop or {}).get("missing_shape") if into_topic else None, ev)
     if kind == "duplicate" and side == "write":
-        hints = _audit_says(audit, "P2-idempotence")
-        if hints:
-            return cause("retries_without_idempotence",
-                         "the producer retries without idempotence: a retried batch whose "
-                         "first send had succeeded is written twice", "possible", hints)
+        return write_duplicate((hop or {}).get("duplicate_runs") if into_topic else None, ev)
     if kind in ("loss", "duplicate"):
-        return cause("unknown", f"no evidence recorded yet points at a mechanism for this "
-                     f"{side}-side {kind}", "unknown",
-                     ["missing: the partitions' leaders, ISR and the producers' errors over "
-                      "the window (the flight recorder)" if side == "write" else
-                      "missing: where the records sit in the topic"])
+        return cause("unknown", f"no evidence recorded points at a mechanism for this "
+                     f"{side}-side {kind}", "unknown", ["missing: where the records sit"])
     return None

@@ -128,6 +128,43 @@ def runs_of(marked: DataFrame, topic_records: DataFrame) -> DataFrame:
             .drop("island"))
 
 
+def upstream_runs(marked: DataFrame, records: DataFrame) -> DataFrame:
+    """Where the marked ids sit among an upstream tier's records in the order they were made
+    (event time, then id), as runs: (first_id, last_id, records, first_time, last_time), a run
+    being consecutive records all marked. Lost batches make long runs; records rejected one
+    by one (too large, unserializable) make isolated singles."""
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
+
+    firsts = records.groupBy("id").agg(F.min("event_time").alias("event_time"))
+    # one global order: the upstream's records of one window (ids only), not the topic's
+    ranked = firsts.withColumn("rank", F.row_number().over(W.orderBy("event_time", "id")))
+    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
+    island = F.col("rank") - F.row_number().over(W.orderBy("rank"))
+    return (hit.withColumn("island", island).groupBy("island")
+            .agg(F.min_by("id", "rank").alias("first_id"), F.max_by("id", "rank").alias("last_id"),
+                 F.count(F.lit(1)).alias("records"), F.min("event_time").alias("first_time"),
+                 F.max("event_time").alias("last_time"))
+            .drop("island"))
+
+
+def upstream_summary(runs: DataFrame) -> dict[str, Any]:
+    """The runs' totals, how many are single records, their time span, and the largest."""
+    from pyspark.sql import functions as F
+
+    t = runs.agg(F.count(F.lit(1)).alias("runs"), F.sum("records").alias("records"),
+                 F.sum(F.when(F.col("records") == 1, 1).otherwise(0)).alias("singles"),
+                 F.min("first_time").alias("first_time"),
+                 F.max("last_time").alias("last_time")).collect()[0]
+    largest = runs.orderBy(F.desc("records"), "first_time").limit(MAX_RUNS)
+    return {"runs": int(t["runs"]), "records": int(t["records"] or 0),
+            "singles": int(t["singles"] or 0), "first_time": _iso(t["first_time"]),
+            "last_time": _iso(t["last_time"]),
+            "largest": [{"first_id": str(r["first_id"]), "last_id": str(r["last_id"]),
+                         "records": int(r["records"]), "first_time": _iso(r["first_time"]),
+                         "last_time": _iso(r["last_time"])} for r in largest.collect()]}
+
+
 MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
 
 
@@ -283,6 +320,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
     tiers: list[dict[str, Any]] = []
     counts: dict[str, DataFrame | None] = {}
     topic_records: DataFrame | None = None  # the topic's window records: where ids sit
+    records: dict[str, DataFrame] = {}      # each id tier's window records (write-side shape)
     points = flow.points
     for point in points:
         tier = point.tier
@@ -304,6 +342,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
                                                                 window.closes_at)))
             raw = raw.cache()
             recs = window_records(raw, window.start, window.end, bucket_s).cache()
+            records[point.name] = recs
             ids = id_counts(recs)
             if isinstance(tier, KafkaTier) and flow.record.envelope == "debezium":
                 # a change stream: several changes of one id are one id present, not copies
@@ -383,6 +422,14 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
             # sit in the topic (kafka_recon.result.causes reads it)
             if hop["missing"]:
                 hop["missing_runs"] = run_summary(runs_of(miss, topic_records))
+            if hop["duplicate"]:
+                hop["duplicate_runs"] = run_summary(runs_of(dup, topic_records))
+        elif hop.get("exact") and topic_records is not None \
+                and isinstance(b.tier, KafkaTier):
+            # the write side's: the lost records' shape in the upstream's own order, and
+            # where the copies of a duplicate sit in the topic
+            if hop["missing"]:
+                hop["missing_shape"] = upstream_summary(upstream_runs(miss, records[a.name]))
             if hop["duplicate"]:
                 hop["duplicate_runs"] = run_summary(runs_of(dup, topic_records))
         hops.append(hop)

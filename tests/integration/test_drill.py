@@ -44,7 +44,10 @@ def test_a_real_fault_is_found_with_the_exact_ids_on_the_right_side(
     (kind, side, hop), = SCENARIOS[scenario].expected
     flow = last["flows"][0]
     assert flow["found"] == flow["truth"]
-    assert flow["found"][f"{kind}/{side}/{hop.format(sink='sink')}"] > 0
+    key = f"{kind}/{side}/{hop.format(sink='sink')}"
+    assert flow["found"][key] > 0
+    # and why: the scenario's true cause, read from the flight recorder and the topic
+    assert flow["causes"][key].split()[0] == SCENARIOS[scenario].causes[0], flow["causes"]
     assert last["evidence"], "the act recorded what it saw before and after the fault"
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kafka_recon.outputs.report import why
-from kafka_recon.result.causes import classify
+from kafka_recon.result.causes import Evidence, classify
 from kafka_recon.result.model import Cause
 from kafka_recon.sources.topic import NO_COMMIT
 
@@ -37,10 +37,17 @@ def loss(hop: str = f"{TOPIC}->warehouse", side: str = "consume", count: int = 1
 def consume_loss(missing: dict[str, Any] | None, committed: dict[str, dict[int, int]],
                  audit: list[dict[str, Any]] | None = None,
                  spans: dict[str, Any] | None = None) -> dict[str, Any]:
-    c = classify(loss(), {"missing_runs": missing}, TOPIC, committed,
-                 SPANS if spans is None else spans, audit or [])
+    c = classify(loss(), {"missing_runs": missing},
+                 ev(committed, audit, SPANS if spans is None else spans))
     assert c is not None
     return c
+
+
+def ev(committed: dict[str, dict[int, int]] | None = None,
+       audit: list[dict[str, Any]] | None = None, spans: dict[str, Any] | None = None,
+       **more: Any) -> Evidence:
+    return Evidence(TOPIC, committed or {}, SPANS if spans is None else spans, audit or [],
+                    **more)
 
 
 AUTO_COMMIT = [{"rule": "C1-auto-commit", "observed": "enable.auto.commit=true"}]
@@ -96,34 +103,34 @@ def test_without_the_evidence_the_cause_is_unknown_and_says_what_was_missing(
 
 def test_sink_duplicates_in_a_batch_are_a_redelivery_after_a_crash() -> None:
     hop = {"duplicate_runs": runs(run(0, 40, 49))}
-    c = classify(loss(kind="duplicate"), hop, TOPIC, {}, SPANS, [])
+    c = classify(loss(kind="duplicate"), hop, ev())
     assert c is not None and (c["code"], c["confidence"]) == ("redelivery_after_crash",
                                                               "likely")
-    single = classify(loss(kind="duplicate"), {"duplicate_runs": runs(run(0, 4, 4))}, TOPIC,
-                      {}, SPANS, [])
+    single = classify(loss(kind="duplicate"), {"duplicate_runs": runs(run(0, 4, 4))}, ev())
     assert single is not None and single["confidence"] == "possible"
 
 
 def test_write_side_causes_from_the_audit_alone_are_never_likely() -> None:
     acks = [{"rule": "P1-acks", "observed": "acks=1"}]
-    c = classify(loss(hop=f"orders_db->{TOPIC}", side="write"), None, TOPIC, {}, SPANS, acks)
-    assert c is not None and (c["code"], c["confidence"]) == ("lagging_replica_elected",
-                                                              "possible")
-    bare = classify(loss(hop=f"orders_db->{TOPIC}", side="write"), None, TOPIC, {}, SPANS, [])
-    assert bare is not None and (bare["code"], bare["confidence"]) == ("unknown", "unknown")
+    write = loss(hop=f"orders_db->{TOPIC}", side="write")
+    c = classify(write, None, ev(audit=acks))
+    assert c is not None and (c["code"], c["confidence"]) == ("unknown", "unknown")
+    assert any("flight recorder" in e for e in c["evidence"])
+    assert any("acks=1" in e for e in c["evidence"])
     dup = classify(loss(hop=f"orders_db->{TOPIC}", side="write", kind="duplicate"), None,
-                   TOPIC, {}, SPANS, [{"rule": "P2-idempotence", "observed": "retries=3"}])
-    assert dup is not None and dup["code"] == "retries_without_idempotence"
+                   ev(audit=[{"rule": "P2-idempotence", "observed": "retries=3"}]))
+    assert dup is not None and (dup["code"], dup["confidence"]) == (
+        "retries_without_idempotence", "possible")
 
 
 def test_unexpected_rows_were_possibly_written_by_someone_else() -> None:
-    c = classify(loss(kind="unexpected", count=7), None, TOPIC, {}, SPANS, [])
+    c = classify(loss(kind="unexpected", count=7), None, ev())
     assert c is not None and (c["code"], c["confidence"]) == ("written_by_someone_else",
                                                               "possible")
 
 
 def test_late_and_other_kinds_carry_no_cause() -> None:
-    assert classify(loss(kind="late"), None, TOPIC, {}, SPANS, []) is None
+    assert classify(loss(kind="late"), None, ev()) is None
 
 
 def test_the_report_says_the_cause_right_after_the_finding() -> None:
@@ -134,3 +141,124 @@ def test_the_report_says_the_cause_right_after_the_finding() -> None:
     assert "partition 0, offsets 20-39" in text and "Fix: Commit offsets only after" in text
     unknown = consume_loss(None, {"loader": {0: 60}})
     assert why(Cause(**unknown)).startswith(" Cause unknown: the lost records could not be located")
+
+
+# ------------------------------------------------------------------ write side, with the recorder
+MADE = ("2026-11-20T10:00:00Z", "2026-11-20T10:00:05Z")
+COVERED = {"snapshots": 40, "covered": True, "first": "2026-11-20T09:55:00Z",
+           "last": "2026-11-20T10:20:00Z", "largest_gap_s": 60.0, "events": [], "members": {}}
+
+
+def shape(*sizes: int) -> dict[str, Any]:
+    runs_ = [{"first_id": str(i * 1000), "last_id": str(i * 1000 + n - 1), "records": n,
+              "first_time": MADE[0], "last_time": MADE[1]} for i, n in enumerate(sizes)]
+    return {"runs": len(sizes), "records": sum(sizes), "singles": sum(n == 1 for n in sizes),
+            "first_time": MADE[0], "last_time": MADE[1], "largest": runs_}
+
+
+def event(kind: str, at: str = "2026-11-20T10:00:02Z", until: str = "2026-11-20T10:00:03Z",
+          **fields: Any) -> dict[str, Any]:
+    return {"partition": 0, "event": kind, "between": [at, until], **fields}
+
+
+def write_loss(missing: dict[str, Any] | None, events: list[dict[str, Any]],
+               audit: list[dict[str, Any]] | None = None, **flight: Any) -> dict[str, Any]:
+    c = classify(loss(hop=f"orders_db->{TOPIC}", side="write", count=10),
+                 {"missing_shape": missing},
+                 ev(audit=audit, flight={**COVERED, "events": events, **flight}))
+    assert c is not None
+    return c
+
+
+SHRINK = event("isr_shrink", isr_before=[1, 2], isr_after=[2])
+UNCLEAN = event("leader_change", **{"from": 2, "to": 1, "clean": False, "isr_before": [2],
+                                    "epochs": [3, 4]})
+CLEAN = {**UNCLEAN, "clean": True, "isr_before": [1, 2]}
+OFFLINE = event("offline", leader_before=1, leader_after=1)
+
+
+def test_a_loss_while_a_replica_outside_the_isr_was_elected_is_likely_truncation() -> None:
+    c = write_loss(shape(400), [SHRINK, UNCLEAN])
+    assert (c["code"], c["confidence"]) == ("lagging_replica_elected", "likely")
+    assert any("not in the ISR [2]: an unclean election" in e for e in c["evidence"])
+    assert any("ISR shrank from [1, 2] to [2]" in e for e in c["evidence"])
+    back = write_loss(shape(400), [event("truncation", log_end_before=900, log_end_after=500)])
+    assert (back["code"], back["confidence"]) == ("lagging_replica_elected", "likely")
+
+
+def test_a_clean_leader_change_is_likely_only_with_the_producers_acks_declared() -> None:
+    c = write_loss(shape(300), [CLEAN])
+    assert (c["code"], c["confidence"]) == ("lagging_replica_elected", "possible")
+    assert any("missing: the producer's acks" in e for e in c["evidence"])
+    acks = write_loss(shape(300), [CLEAN], [{"rule": "P1-acks", "observed": "acks=0"}])
+    assert acks["confidence"] == "likely"
+
+
+def test_a_loss_while_the_partition_had_no_leader_is_partition_offline() -> None:
+    c = write_loss(shape(1500), [OFFLINE])
+    assert (c["code"], c["confidence"]) == ("partition_offline", "likely")
+    assert "partition 0 had no available leader between 2026-11-20T10:00:02Z" in \
+        " ".join(c["evidence"])
+
+
+def test_events_far_from_the_lost_records_times_are_not_theirs() -> None:
+    c = write_loss(shape(300), [event("offline", at="2026-11-20T08:00:00Z",
+                                      until="2026-11-20T08:01:00Z", leader_before=1,
+                                      leader_after=1)])
+    assert c["code"] == "unknown"
+
+
+def test_isolated_single_records_on_a_quiet_cluster_were_rejected() -> None:
+    c = write_loss(shape(1, 1, 1), [])
+    assert (c["code"], c["confidence"]) == ("record_rejected", "likely")
+    blind = write_loss(shape(1, 1, 1), [], covered=False)
+    assert (blind["code"], blind["confidence"]) == ("record_rejected", "possible")
+    assert any("did not cover" in e for e in blind["evidence"])
+
+
+def test_lost_batches_on_a_quiet_cluster_have_no_known_cause() -> None:
+    c = write_loss(shape(200, 1), [])
+    assert (c["code"], c["confidence"]) == ("unknown", "unknown")
+    assert "producer's own errors" in c["summary"]
+
+
+def test_batches_written_twice_while_the_isr_shrank_are_retries_without_idempotence() -> None:
+    dup = loss(hop=f"orders_db->{TOPIC}", side="write", kind="duplicate")
+    copies = runs({**run(0, 100, 119), "first_ts": "2026-11-20T10:00:01Z",
+                   "last_ts": "2026-11-20T10:00:04Z"},
+                  {**run(0, 130, 149), "first_ts": "2026-11-20T10:00:04Z",
+                   "last_ts": "2026-11-20T10:00:04Z"})
+    c = classify(dup, {"duplicate_runs": copies}, ev(flight={**COVERED, "events": [SHRINK]}))
+    assert c is not None and (c["code"], c["confidence"]) == (
+        "retries_without_idempotence", "likely")
+    quiet = classify(dup, {"duplicate_runs": copies}, ev(flight=COVERED))
+    assert quiet is not None and (quiet["code"], quiet["confidence"]) == (
+        "retries_without_idempotence", "possible")  # or the upstream sent them twice
+
+
+def test_a_flume_loss_across_an_agent_restart_is_its_memory_channel() -> None:
+    hop = loss(hop="collector.source->collector.sink", side="write", count=1000)
+    c = classify(hop, None, ev(restarts={"collector.source": 1, "collector.sink": 1}))
+    assert c is not None and (c["code"], c["confidence"]) == ("flume_channel_lost", "likely")
+    steady = classify(hop, None, ev(restarts={"collector.source": 0, "collector.sink": 0}))
+    assert steady is not None and steady["code"] == "unknown"
+
+
+def member(mid: str, parts: list[int], client: str = "loader") -> dict[str, Any]:
+    return {"member_id": mid, "client_id": client, "host": "/10.0.0.7", "partitions": parts,
+            "first_seen": MADE[0], "last_seen": MADE[1]}
+
+
+def test_members_holding_exactly_the_missing_partitions_make_a_shared_group_likely() -> None:
+    missing = runs(run(1, 0, 99))
+    flight = {**COVERED, "members": {"loader": [member("a-1", [0]), member("b-1", [1])]}}
+    c = classify(loss(), {"missing_runs": missing},
+                 ev({"loader": {0: 100, 1: 100}}, flight=flight))
+    assert c is not None and (c["code"], c["confidence"]) == ("partition_not_consumed",
+                                                              "likely")
+    assert any("held partitions [1]" in e for e in c["evidence"])
+    # one member holding every partition: nobody else consumed them
+    alone = {**COVERED, "members": {"loader": [member("a-1", [0, 1])]}}
+    c = classify(loss(), {"missing_runs": missing}, ev({"loader": {0: 100, 1: 100}},
+                                                       flight=alone))
+    assert c is not None and c["confidence"] == "possible"

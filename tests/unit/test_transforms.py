@@ -206,3 +206,21 @@ def test_runs_group_marked_records_by_consecutive_window_records_per_partition(
     summary = R.run_summary(R.runs_of(marked, topic))
     assert (summary["runs"], summary["records"], summary["partitions"]) == (3, 5, 2)
     assert summary["largest"][0]["first_offset"] == 3
+
+
+def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
+        spark: SparkSession) -> None:
+    # ids made in time order, except "x" made between 3 and 4; ids tie-break equal times
+    rows = [(str(i), at(i)) for i in range(1, 11)] + [("x", at(3.5)), ("y", at(10))]
+    up = R.window_records(table(spark, rows), START, END, HOUR)
+    marked = table(spark, [("2", None), ("3", None), ("x", None), ("4", None), ("7", None),
+                           ("10", None)])
+    got = sorted((r["first_id"], r["last_id"], r["records"])
+                 for r in R.upstream_runs(marked, up).collect())
+    # 2, 3, x, 4 are consecutive in event time; 7 alone; "10" ties "y" at minute 10 and
+    # sorts first, so it is alone too
+    assert got == [("10", "10", 1), ("2", "4", 4), ("7", "7", 1)]
+    s = R.upstream_summary(R.upstream_runs(marked, up))
+    assert (s["runs"], s["records"], s["singles"]) == (3, 6, 2)
+    assert s["first_time"] == "2026-11-20T00:02:00Z" and s["last_time"] == "2026-11-20T00:10:00Z"
+    assert s["largest"][0]["records"] == 4
