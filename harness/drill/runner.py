@@ -216,11 +216,17 @@ class Ctx:
 
 
 def drain(*consumers: App, timeout: float = 180) -> None:
-    """Let consumers catch up with the topic's end, then stop them cleanly."""
+    """Let consumers catch up with the topic's end, then stop them cleanly. When they do not,
+    the error carries what each app and the cluster said, so the matrix shows why."""
+    from harness.drill.faults import FaultError
+
     def caught_up() -> bool:
         states = [c.state() for c in consumers]
         return all(s.get("caught_up") for s in states)
-    wait_for("the consumers to reach the end of the topic", caught_up, timeout)
+    try:
+        wait_for("the consumers to reach the end of the topic", caught_up, timeout)
+    except FaultError as exc:
+        raise FaultError(f"{exc}: {stall_evidence(consumers)}") from None
     counts = [c.state().get("processed") for c in consumers]
     time.sleep(1.0)  # settled: nothing more processed in a second
     while [c.state().get("processed") for c in consumers] != counts:
@@ -228,6 +234,43 @@ def drain(*consumers: App, timeout: float = 180) -> None:
         time.sleep(1.0)
     for c in consumers:
         c.stop()
+
+
+def stall_evidence(consumers: tuple[App, ...]) -> str:
+    """Each consumer's process, state file, last processed offsets and log tail, against the
+    topic's end offsets, leaders and the group's commits as the brokers hold them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
+    from kafka_recon.sources.topic import committed_offsets
+
+    parts = []
+    for c in consumers:
+        done: dict[int, int] = {}
+        for r in ledger.read(c.ledger, "processed"):
+            done[int(r["partition"])] = max(done.get(int(r["partition"]), -1), int(r["offset"]))
+        logs = sorted(c.folder.glob(f"{c.role}-*.log"))
+        tail = logs[-1].read_text(errors="replace").splitlines()[-8:] if logs else []
+        parts.append(f"app {c.folder.name}: running={c.running()}, exit="
+                     f"{c.proc.poll() if c.proc else None}, state={c.state()}, processed up to "
+                     f"{done}, log tail {tail}")
+    spec = consumers[0].spec if consumers else {}
+    try:
+        from harness.drill.faults import admin
+
+        md = admin(spec["bootstrap"]).list_topics(spec["topic"], timeout=5).topics[spec["topic"]]
+        ep = KafkaEndpoint(spec["bootstrap"])
+
+        probe = Consumer({"bootstrap.servers": spec["bootstrap"], "group.id": "drill-probe"})
+        ends = {p: probe.get_watermark_offsets(TopicPartition(spec["topic"], p), timeout=5)[1]
+                for p in md.partitions}
+        probe.close()
+        leaders = {p: (m.leader, list(m.isrs)) for p, m in md.partitions.items()}
+        commits = committed_offsets(ep, spec["topic"], [spec["group"]], sorted(md.partitions))
+        parts.append(f"topic ends {ends}, leaders and ISR {leaders}, group commits {commits}")
+    except Exception as exc:  # noqa: BLE001 - evidence is best effort; the failure stands
+        parts.append(f"cluster state unreadable: {exc}")
+    return "; ".join(parts)
 
 
 Act = Callable[[Ctx], None]
