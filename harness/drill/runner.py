@@ -30,7 +30,9 @@ from kafka_recon import orchestrate
 from kafka_recon.result.model import Result
 
 SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
-CONSUMER_BASE = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+# the group protocol's debug log goes to each consumer's log file: the evidence when a consumer
+# stalls in a rebalance
+CONSUMER_BASE = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "debug": "cgrp"}
 # a drill cluster's followers fall out of the ISR after 5 s instead of 30 s
 CLUSTER_CONFIG = {"replica.lag.time.max.ms": "5000"}
 FLOW = """
@@ -438,6 +440,9 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
     try:
         try:
             sc.act(ctx)
+        except Exception as exc:
+            exc.evidence = ctx.evidence  # type: ignore[attr-defined]  # what the act saw
+            raise
         finally:
             for app in ctx.apps:
                 if app.running():
@@ -514,6 +519,7 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
         except Exception as exc:  # noqa: BLE001 - a broken attempt is a failed row, not a crash
             row["attempts"].append({"n": n, "outcome": "error",
                                     "why": f"{type(exc).__name__}: {exc}",
+                                    "evidence": getattr(exc, "evidence", []),
                                     "seconds": round(time.monotonic() - began, 1)})
             break
         statuses = sorted({f["status"] for f in got["flows"]})
