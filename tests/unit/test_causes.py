@@ -79,6 +79,9 @@ def test_records_at_or_after_the_commit_are_not_consumed_yet() -> None:
     assert (c["code"], c["confidence"]) == ("consumer_behind", "likely")
     never = consume_loss(runs(run(1, 0, 9)), {"loader": {0: 60, 1: NO_COMMIT}})
     assert never["code"] == "consumer_behind"
+    # which of two groups feeds the sink is not known
+    two = consume_loss(runs(run(0, 60, 99)), {"loader": {0: 60}, "audit": {0: 50}})
+    assert (two["code"], two["confidence"]) == ("consumer_behind", "possible")
 
 
 def test_a_whole_partition_missing_while_others_arrived_points_at_a_shared_group_id() -> None:
