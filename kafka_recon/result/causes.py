@@ -302,15 +302,19 @@ def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
                      "was truncated to it while these records were sent", "likely",
                      evidence + [_event_text(e) for e in shrunk + truncated] + acks)
     if moved:
+        # a new leader from the ISR lacks only what the ISR was not waited for: records sent
+        # with acks below all (min.insync.replicas does not matter to a clean election)
+        below_all = _audit_says(ev.audit, "P1-acks")
         return cause("lagging_replica_elected",
                      "the partition's leader changed while these records were sent: records "
                      "only the old leader held (acknowledged with acks below all, or not "
                      "acknowledged at all) were lost with it",
-                     "likely" if acks else "possible",
-                     evidence + [_event_text(e) for e in shrunk + moved] + (acks or [
+                     "likely" if below_all else "possible",
+                     evidence + [_event_text(e) for e in shrunk + moved] + (acks if below_all
+                                                                            else acks + [
                          "missing: the producer's acks (declare the flow's producer settings): "
-                         "with acks=all and min.insync.replicas >= 2 a clean election loses "
-                         "nothing acknowledged"]))
+                         "a clean election loses nothing a producer with acks=all was told "
+                         "was written"]))
     if offline:
         return cause("partition_offline",
                      "the partition had no leader while these records were sent: the producer "

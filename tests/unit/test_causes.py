@@ -195,6 +195,10 @@ def test_a_clean_leader_change_is_likely_only_with_the_producers_acks_declared()
     assert any("missing: the producer's acks" in e for e in c["evidence"])
     acks = write_loss(shape(300), [CLEAN], [{"rule": "P1-acks", "observed": "acks=0"}])
     assert acks["confidence"] == "likely"
+    # min.insync.replicas=1 does not lose records to a clean election: still only possible
+    isr = write_loss(shape(300), [CLEAN], [{"rule": "T2-min-isr",
+                                           "observed": "min.insync.replicas=1"}])
+    assert isr["confidence"] == "possible"
 
 
 def test_a_loss_while_the_partition_had_no_leader_is_partition_offline() -> None:
