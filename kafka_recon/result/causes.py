@@ -254,6 +254,10 @@ def _event_text(e: dict[str, Any]) -> str:
         return f"{p} had no available leader {when}"
     if e["event"] == "isr_shrink":
         return f"{p}: ISR shrank from {e['isr_before']} to {e['isr_after']} {when}"
+    if e["event"] == "leader_bounced":
+        return (f"{p}: leader epoch went from {e['epochs'][0]} to {e['epochs'][1]} {when} while "
+                f"its leader stayed broker {e['leader']}: it lost leadership and won it back "
+                "between the snapshots")
     if e["event"] == "truncation":
         return (f"{p}: the high watermark went back from {e['log_end_before']} to "
                 f"{e['log_end_after']} {when}: acknowledged records were truncated")
@@ -296,6 +300,7 @@ def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
     moved = [e for e in near if e["event"] == "leader_change"]
     shrunk = [e for e in near if e["event"] == "isr_shrink"]
     offline = [e for e in near if e["event"] == "offline"]
+    bounced = [e for e in near if e["event"] == "leader_bounced"]
     if truncated:
         return cause("lagging_replica_elected",
                      "a replica that lacked acknowledged records became leader and the log "
@@ -321,6 +326,14 @@ def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
                      "dropped them (fire-and-forget, or delivery.timeout.ms expired) instead "
                      "of waiting for it", "likely",
                      evidence + [_event_text(e) for e in offline] + acks)
+    if bounced:
+        return cause("partition_offline",
+                     "the partition's leader lost and won back leadership while these records "
+                     "were sent, most likely offline in between: the producer dropped what it "
+                     "could not deliver", "possible",
+                     evidence + [_event_text(e) for e in bounced] + acks + [
+                         "no snapshot fell inside the spell: the recorder's interval is longer "
+                         "than it"])
     if shape and shape["runs"] and shape["singles"] == shape["runs"]:
         sizes = _audit_says(ev.audit, "S1-size-chain")
         return cause("record_rejected",

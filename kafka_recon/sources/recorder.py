@@ -63,11 +63,10 @@ def read_partitions(ep: KafkaEndpoint, topic: str) -> list[dict[str, Any]]:
     from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
-    from kafka_recon.sources.topic import Client, topic_metadata
+    from kafka_recon.sources.topic import Client
 
     with Client(ep, "admin") as client:
-        # plain metadata: any live broker answers, even while the controller moves
-        _, md = topic_metadata(client, topic)
+        md = _metadata(client, topic)
         rows = {p.id: {"partition": p.id, "leader": int(p.leader),
                        "replicas": sorted(p.replicas), "isr": sorted(p.isrs),
                        "leader_epoch": None, "log_start": None, "log_end": None,
@@ -88,6 +87,38 @@ def read_partitions(ep: KafkaEndpoint, topic: str) -> list[dict[str, Any]]:
                 if got.leader_epoch is not None and got.leader_epoch >= 0:
                     rows[tp.partition]["leader_epoch"] = int(got.leader_epoch)
     return [rows[p] for p in sorted(rows)]
+
+
+def _metadata(client: Any, topic: str) -> Any:
+    """The topic's metadata as a live broker has it, partitions without a leader included:
+    those are what the recorder is for (the run's own reads wait for a leader instead)."""
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from kafka_recon.errors import TopicError
+    from kafka_recon.sources.topic import TopicDenied
+
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            tmd = client.handle.list_topics(topic, timeout=3.0).topics.get(topic)
+        except KafkaException as exc:
+            if client.diagnosis.fatal(client.ep) or time.monotonic() > deadline:
+                raise client.unreachable(exc) from exc
+            continue
+        code = tmd.error.code() if tmd is not None and tmd.error is not None else None
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise TopicDenied(f"{client.ep.where}: not authorised to describe topic '{topic}' "
+                              f"(missing ACL: DESCRIBE on Topic:{topic})")
+        if tmd is not None and tmd.partitions and code in (
+                None, KafkaError.LEADER_NOT_AVAILABLE):
+            return tmd
+        if time.monotonic() > deadline:
+            raise TopicError(f"topic '{topic}' on {client.ep.where}: "
+                             + (tmd.error.str() if tmd is not None and tmd.error
+                                else "no partitions in the metadata"))
+        time.sleep(0.3)
 
 
 def read_group(ep: KafkaEndpoint, topic: str, group: str, parts: list[int]) -> dict[str, Any]:
@@ -162,7 +193,8 @@ class PartitionState:
 
     @property
     def unavailable(self) -> bool:
-        return self.leader < 0 or (self.log_end is None and self.error is not None)
+        """No leader, or one whose log could not be read (dead, or no longer the leader)."""
+        return self.leader < 0 or self.error is not None
 
 
 @dataclass
@@ -213,6 +245,13 @@ def partition_events(states: list[PartitionState], partition: int) -> list[dict[
             events.append({**base, "event": "leader_change", "between": _between(led.at, b.at),
                            "from": led.leader, "to": b.leader, "clean": b.leader in led.isr,
                            "isr_before": list(led.isr), "epochs": [led.epoch, b.epoch]})
+        if offline_since is None and not a.unavailable and not b.unavailable \
+                and b.leader == a.leader and a.epoch is not None and b.epoch is not None \
+                and b.epoch > a.epoch:
+            # the same leader, a newer epoch, and no snapshot in between saw why: it lost
+            # leadership and won it back (offline for a while, or elsewhere and back)
+            events.append({**base, "event": "leader_bounced", "leader": b.leader,
+                           "epochs": [a.epoch, b.epoch]})
         if b.leader >= 0 and a.leader >= 0 and len(b.isr) < len(a.isr):
             events.append({**base, "event": "isr_shrink", "isr_before": list(a.isr),
                            "isr_after": list(b.isr)})

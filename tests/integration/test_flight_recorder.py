@@ -27,8 +27,9 @@ flows:
     record: {{id: "$.id", event_time: "$.ts"}}
     tiers:
       - {{name: topic, type: kafka, conn: "{conn}", topic: "{topic}", consumer_groups: [{group}]}}
-      - {{name: sink, type: sql, conn: "sqlite:///unused.db", ids: "SELECT id, t AS event_time FROM s WHERE t >= :start AND t < :end"}}
+      - {{name: sink, type: sql, conn: "sqlite:///unused.db", ids: "{ids}"}}
 """
+IDS = "SELECT id, t AS event_time FROM s WHERE t >= :start AND t < :end"  # never run here
 
 
 def test_snapshot_records_leaders_offsets_and_the_groups_live_members(
@@ -46,7 +47,8 @@ def test_snapshot_records_leaders_offsets_and_the_groups_live_members(
     monkeypatch.setenv("AIRFLOW_CONN_REC_KAFKA", json.dumps(
         {"conn_type": "kafka", "extra": kafka.security.sasl(kafka.sasl_bootstrap)}))
     config = tmp_path / "flows.yaml"
-    config.write_text(FLOW.format(conn="rec_kafka", topic=topic, group=group))
+    config.write_text(FLOW.format(conn="rec_kafka", topic=topic, group=group,
+                                  ids=IDS))
     p = Producer({"bootstrap.servers": kafka.bootstrap})
     for i in range(30):
         p.produce(topic, key=str(i), value=json.dumps({"id": i}), partition=i % 2)
@@ -95,6 +97,7 @@ def test_a_flow_whose_cluster_cannot_be_read_is_named_and_the_others_are_snapsho
     for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         fut.result(30)
     config = tmp_path / "flows.yaml"
+    ids = IDS
     config.write_text(f"""
 flows:
   gone:
@@ -102,13 +105,13 @@ flows:
     record: {{id: "$.id", event_time: "$.ts"}}
     tiers:
       - {{name: topic, type: kafka, bootstrap: "127.0.0.1:1", topic: t}}
-      - {{name: sink, type: sql, conn: "sqlite:///unused.db", ids: "SELECT id, t AS event_time FROM s WHERE t >= :start AND t < :end"}}
+      - {{name: sink, type: sql, conn: "sqlite:///unused.db", ids: "{ids}"}}
   here:
     owners: [o@example.com]
     record: {{id: "$.id", event_time: "$.ts"}}
     tiers:
       - {{name: topic, type: kafka, bootstrap: "{kafka.bootstrap}", topic: "{topic}"}}
-      - {{name: sink, type: sql, conn: "sqlite:///unused.db", ids: "SELECT id, t AS event_time FROM s WHERE t >= :start AND t < :end"}}
+      - {{name: sink, type: sql, conn: "sqlite:///unused.db", ids: "{ids}"}}
 """)
     assert main(["snapshot", "--config", str(config), "--store",
                  str(tmp_path / "s.db")]) == 2

@@ -269,3 +269,9 @@ def test_members_holding_exactly_the_missing_partitions_make_a_shared_group_like
     c = classify(loss(), {"missing_runs": missing}, ev({"loader": {0: 100, 1: 100}},
                                                        flight=alone))
     assert c is not None and c["confidence"] == "possible"
+
+
+def test_a_leader_bounce_between_snapshots_is_possibly_an_offline_spell() -> None:
+    c = write_loss(shape(1500), [event("leader_bounced", leader=2, epochs=[0, 2])])
+    assert (c["code"], c["confidence"]) == ("partition_offline", "possible")
+    assert any("leader epoch went from 0 to 2" in e for e in c["evidence"])

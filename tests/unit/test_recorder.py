@@ -90,3 +90,10 @@ def test_snapshots_past_the_retention_are_forgotten(tmp_path: Path) -> None:
     con = store(tmp_path, [(1, 3, [1], 100)] * 3, step_s=3600)
     assert recorder.forget(con, T0 + timedelta(minutes=90)) == 2
     assert con.execute("SELECT COUNT(*) FROM partition_snapshot").fetchone()[0] == 1
+
+
+def test_a_newer_epoch_under_the_same_leader_is_a_bounce_the_snapshots_missed(
+        tmp_path: Path) -> None:
+    con = store(tmp_path, [(2, 0, [2], 500), (2, 2, [2], 518)] + [(2, 2, [2], 600)] * 9)
+    [e] = events(con).events
+    assert (e["event"], e["leader"], e["epochs"]) == ("leader_bounced", 2, [0, 2])
