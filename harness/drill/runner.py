@@ -85,6 +85,7 @@ class FlightRecorder:
         self.ctx, self.flows = ctx, flows
         self.taken = self.missed = 0
         self.first_at: datetime | None = None
+        self.last_at: datetime | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -104,6 +105,7 @@ class FlightRecorder:
                         recorder.record(con, flow, self.ctx.topic, ep, [self.ctx.group], now)
                     self.taken += 1
                     self.first_at = self.first_at or now
+                    self.last_at = now
                 except (ReconError, RuntimeError, OSError):
                     self.missed += 1
                 self._stop.wait(RECORD_EVERY_S)
@@ -457,6 +459,9 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
         wait = (closes - datetime.now(UTC)).total_seconds() + 1.5
         if wait > 0:
             time.sleep(wait)  # the window must be closed before it is judged
+        # and the recorder must have seen past its close, as a scheduled one would have
+        wait_for("a flight recorder snapshot after the window closed",
+                 lambda: flight.last_at is not None and flight.last_at >= closes, 60)
     finally:
         flight.stop()
         ctx.note(f"flight recorder: {flight.taken} snapshot(s) every {RECORD_EVERY_S:.0f}s, "

@@ -351,7 +351,21 @@ def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
                  "unknown", evidence + [_event_text(e) for e in near] + acks)
 
 
-def write_duplicate(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
+def _same_record_sent_twice(stamps: dict[str, Any] | None) -> str | None:
+    """Evidence that each copy is the original record sent again by the client: every copy
+    of every id under its original's timestamp, from a producer that does not stamp records
+    with their event time."""
+    if not stamps or not stamps.get("ids"):
+        return None
+    if stamps["same_timestamp"] == stamps["ids"] and not stamps["stamped_with_event_time"]:
+        return (f"every copy of each of the {stamps['ids']} id(s) carries its original's "
+                "timestamp to the millisecond: the producer sent the same records again (a "
+                "client retry keeps the CreateTime; records sent anew get a new one)")
+    return None
+
+
+def write_duplicate(runs: dict[str, Any] | None, ev: Evidence,
+                    stamps: dict[str, Any] | None = None) -> dict[str, Any]:
     """Copies in the topic of records the upstream made once."""
     p2 = _audit_says(ev.audit, "P2-idempotence")
     if not runs:
@@ -365,12 +379,13 @@ def write_duplicate(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]
     hi = _parse(max((r["last_ts"] for r in runs["largest"] if r.get("last_ts")), default=None))
     slow = [e for e in _overlapping(ev.flight or {}, lo, hi)
             if e["event"] in ("isr_shrink", "leader_change", "offline")]
-    if _batched(runs) and (slow or p2):
+    resent = _same_record_sent_twice(stamps)
+    if _batched(runs) and (slow or p2 or resent):
         return cause("retries_without_idempotence",
                      "the producer sent whole batches again after their requests timed out, "
                      "and without idempotence the broker wrote both copies", "likely",
-                     evidence + [_event_text(e) + ": produce requests waited on it"
-                                 for e in slow] + p2)
+                     evidence + ([resent] if resent else []) +
+                     [_event_text(e) + ": produce requests waited on it" for e in slow] + p2)
     return cause("retries_without_idempotence",
                  "batches written twice: a producer retry without idempotence, or the "
                  "upstream sending the records again", "possible",
@@ -427,7 +442,8 @@ def classify(finding: dict[str, Any], hop: dict[str, Any] | None, ev: Evidence
     if kind == "loss" and side == "write":
         return write_loss((hop or {}).get("missing_shape") if into_topic else None, ev)
     if kind == "duplicate" and side == "write":
-        return write_duplicate((hop or {}).get("duplicate_runs") if into_topic else None, ev)
+        return write_duplicate((hop or {}).get("duplicate_runs") if into_topic else None, ev,
+                               (hop or {}).get("duplicate_stamps") if into_topic else None)
     if kind in ("loss", "duplicate"):
         return cause("unknown", f"no evidence recorded points at a mechanism for this "
                      f"{side}-side {kind}", "unknown", ["missing: where the records sit"])

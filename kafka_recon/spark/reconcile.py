@@ -165,6 +165,24 @@ def upstream_summary(runs: DataFrame) -> dict[str, Any]:
                          "last_time": _iso(r["last_time"])} for r in largest.collect()]}
 
 
+def copy_stamps(dup: DataFrame, topic_records: DataFrame) -> dict[str, int]:
+    """For ids the topic holds more than once: how many have every copy under one Kafka
+    timestamp (the producer sent the very same record again: a client retry keeps the
+    original's CreateTime), and how many copies carry their event time as their timestamp
+    (a producer that stamps records itself: then equal timestamps prove nothing)."""
+    from pyspark.sql import functions as F
+
+    per_id = (topic_records.join(dup.select("id").distinct(), "id", "left_semi")
+              .groupBy("id").agg(F.count_distinct("kafka_ts").alias("stamps"),
+                                 F.max((F.col("kafka_ts") == F.col("event_time")).cast("int"))
+                                 .alias("stamped")))
+    row = per_id.agg(F.count(F.lit(1)).alias("ids"),
+                     F.sum(F.when(F.col("stamps") == 1, 1).otherwise(0)).alias("same"),
+                     F.sum("stamped").alias("stamped")).collect()[0]
+    return {"ids": int(row["ids"]), "same_timestamp": int(row["same"] or 0),
+            "stamped_with_event_time": int(row["stamped"] or 0)}
+
+
 MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
 
 
@@ -432,6 +450,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
                 hop["missing_shape"] = upstream_summary(upstream_runs(miss, records[a.name]))
             if hop["duplicate"]:
                 hop["duplicate_runs"] = run_summary(runs_of(dup, topic_records))
+                hop["duplicate_stamps"] = copy_stamps(dup, topic_records)
         hops.append(hop)
 
     name_ids_across_counts(points, counts, hops, folder)

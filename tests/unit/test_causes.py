@@ -275,3 +275,22 @@ def test_a_leader_bounce_between_snapshots_is_possibly_an_offline_spell() -> Non
     c = write_loss(shape(1500), [event("leader_bounced", leader=2, epochs=[0, 2])])
     assert (c["code"], c["confidence"]) == ("partition_offline", "possible")
     assert any("leader epoch went from 0 to 2" in e for e in c["evidence"])
+
+
+def test_copies_under_their_originals_timestamp_are_the_client_resending_the_records() -> None:
+    dup = loss(hop=f"orders_db->{TOPIC}", side="write", kind="duplicate")
+    copies = runs(run(0, 100, 119), run(0, 130, 149))
+    same = {"ids": 20, "same_timestamp": 20, "stamped_with_event_time": 0}
+    c = classify(dup, {"duplicate_runs": copies, "duplicate_stamps": same}, ev(flight=COVERED))
+    assert c is not None and (c["code"], c["confidence"]) == (
+        "retries_without_idempotence", "likely")
+    assert any("carries its original's timestamp" in e for e in c["evidence"])
+    # a producer stamping records with their event time: equal stamps prove nothing
+    stamped = {**same, "stamped_with_event_time": 20}
+    c = classify(dup, {"duplicate_runs": copies, "duplicate_stamps": stamped},
+                 ev(flight=COVERED))
+    assert c is not None and c["confidence"] == "possible"
+    # copies sent anew carry new timestamps
+    anew = {**same, "same_timestamp": 0}
+    c = classify(dup, {"duplicate_runs": copies, "duplicate_stamps": anew}, ev(flight=COVERED))
+    assert c is not None and c["confidence"] == "possible"

@@ -224,3 +224,14 @@ def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
     assert (s["runs"], s["records"], s["singles"]) == (3, 6, 2)
     assert s["first_time"] == "2026-11-20T00:02:00Z" and s["last_time"] == "2026-11-20T00:10:00Z"
     assert s["largest"][0]["records"] == 4
+
+
+def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession) -> None:
+    rows = [("1", at(1), 0, 0, at(1.5)), ("1", at(1), 0, 5, at(1.5)),   # resent: same stamp
+            ("2", at(2), 0, 1, at(2.5)), ("2", at(2), 0, 9, at(7)),     # sent anew
+            ("3", at(3), 0, 2, at(3)), ("3", at(3), 0, 6, at(3)),       # stamped with event time
+            ("4", at(4), 0, 3, at(4.5))]
+    topic = spark.createDataFrame(rows, TOPIC)
+    dup = table(spark, [("1", None), ("2", None), ("3", None)])
+    assert R.copy_stamps(dup, topic) == {"ids": 3, "same_timestamp": 2,
+                                         "stamped_with_event_time": 1}
