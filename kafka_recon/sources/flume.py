@@ -83,7 +83,7 @@ def connect_store(path: Path | None = None) -> sqlite3.Connection:
     """The snapshot store (`store_path()` unless given), created on first use."""
     path = path or store_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(path)
+    con = sqlite3.connect(path, timeout=30.0)  # shared with the recorder and other flows' tasks
     con.execute(SCHEMA)
     return con
 

@@ -41,6 +41,7 @@ SCHEMA = [
 # missed runs of a five-minute schedule
 MAX_GAP = timedelta(minutes=15)
 TIMEOUT_S = 10.0
+LOCK_WAIT_S = 30.0  # concurrent snapshot tasks share the store: wait for its lock, briefly held
 
 
 def _stamp(t: datetime) -> str:
@@ -50,7 +51,7 @@ def _stamp(t: datetime) -> str:
 
 def connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(path)
+    con = sqlite3.connect(path, timeout=LOCK_WAIT_S)
     for ddl in SCHEMA:
         con.execute(ddl)
     return con
@@ -157,17 +158,19 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
     now = now or datetime.now(UTC)
     taken = _stamp(now)
     parts = read_partitions(ep, topic)
+    read = {group: read_group(ep, topic, group, [p["partition"] for p in parts])
+            for group in groups}
+    # everything read first: the write lock is held for the inserts only, as other flows'
+    # snapshot tasks and the Flume counters write to the same store
     with con:
         con.executemany(
             "INSERT OR REPLACE INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [(flow, topic, taken, p["partition"], p["leader"], p["leader_epoch"],
               json.dumps(p["replicas"]), json.dumps(p["isr"]), p["log_start"], p["log_end"],
               p["error"]) for p in parts])
-        for group in groups:
-            g = read_group(ep, topic, group, [p["partition"] for p in parts])
-            con.execute("INSERT OR REPLACE INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                        (flow, topic, group, taken, g["state"], json.dumps(g["committed"]),
-                         json.dumps(g["members"]), g["error"]))
+        con.executemany("INSERT OR REPLACE INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
+                        [(flow, topic, group, taken, g["state"], json.dumps(g["committed"]),
+                          json.dumps(g["members"]), g["error"]) for group, g in read.items()])
     return {"flow": flow, "topic": topic, "taken_at": iso_z(now), "partitions": len(parts),
             "groups": len(groups)}
 
