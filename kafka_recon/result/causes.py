@@ -132,8 +132,10 @@ def _audit_says(audit: list[dict[str, Any]], *rules: str) -> list[str]:
 
 
 def _members_text(members: list[dict[str, Any]]) -> str:
+    def holding(m: dict[str, Any]) -> str:
+        return " then ".join(str(a) for a in m.get("assignments") or [m["partitions"]])
     return "; ".join(f"client '{m['client_id']}' on {m['host']} (member {m['member_id'][:24]}) "
-                     f"held partitions {m['partitions']}" for m in members)
+                     f"held partitions {holding(m)}" for m in members)
 
 
 def _shared_group(g: str, whole: list[str], flight: dict[str, Any]) -> list[str] | None:
@@ -141,8 +143,12 @@ def _shared_group(g: str, whole: list[str], flight: dict[str, Any]) -> list[str]
     the partitions the sink lacks: their description, or None when it does not show that."""
     members = (flight.get("members") or {}).get(g) or []
     lost = {int(p) for p in whole}
-    holders = [m for m in members if m["partitions"] and set(m["partitions"]) <= lost]
-    others = [m for m in members if set(m["partitions"]) - lost]
+
+    def held(m: dict[str, Any]) -> list[set[int]]:
+        return [set(a) for a in m.get("assignments") or [m["partitions"]]]
+    # at some point one member held only lost partitions, and another held ones that arrived
+    holders = [m for m in members if any(a and a <= lost for a in held(m))]
+    others = [m for m in members if any(a - lost for a in held(m))]
     if not holders or not others:
         return None
     return [f"group '{g}' had {len(members)} member(s) over the window: "

@@ -313,8 +313,11 @@ def group_members(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: s
         for m in json.loads(members or "[]"):
             entry = seen.setdefault(m["member_id"], {
                 "member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
-                "partitions": [], "first_seen": at, "last_seen": at})
+                "partitions": [], "assignments": [], "first_seen": at, "last_seen": at})
             entry["partitions"] = sorted(set(entry["partitions"]) | set(m["partitions"]))
+            # each distinct assignment it held: a rebalance changes what a member holds
+            if m["partitions"] not in entry["assignments"]:
+                entry["assignments"].append(m["partitions"])
             entry["last_seen"] = at
     return {g: sorted(ms.values(), key=lambda m: (m["first_seen"], m["member_id"]))
             for g, ms in out.items()}

@@ -294,3 +294,14 @@ def test_copies_under_their_originals_timestamp_are_the_client_resending_the_rec
     anew = {**same, "same_timestamp": 0}
     c = classify(dup, {"duplicate_runs": copies, "duplicate_stamps": anew}, ev(flight=COVERED))
     assert c is not None and c["confidence"] == "possible"
+
+
+def test_a_member_that_held_everything_before_the_other_joined_still_counts() -> None:
+    # a joined first and held both partitions, then the rebalance gave b partition 1
+    first = {**member("a-1", [0, 1]), "assignments": [[0, 1], [0]]}
+    second = {**member("b-1", [1]), "assignments": [[1]]}
+    flight = {**COVERED, "members": {"loader": [first, second]}}
+    sink_b_lost_0 = classify(loss(), {"missing_runs": runs(run(0, 0, 99))},
+                             ev({"loader": {0: 100, 1: 100}}, flight=flight))
+    assert sink_b_lost_0 is not None and sink_b_lost_0["confidence"] == "likely"
+    assert any("held partitions [0, 1] then [0]" in e for e in sink_b_lost_0["evidence"])

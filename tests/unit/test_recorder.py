@@ -81,8 +81,8 @@ def test_members_are_listed_once_with_every_partition_they_held(tmp_path: Path) 
     con = store(tmp_path, [(1, 3, [1], 100)] * 11,
                 members=[[a]] * 3 + [[a, b]] * 8)
     members = events(con).members["g"]
-    assert [(m["member_id"], m["client_id"], m["partitions"]) for m in members] == [
-        ("a", "loader", [0]), ("b", "other", [1])]
+    assert [(m["member_id"], m["client_id"], m["assignments"]) for m in members] == [
+        ("a", "loader", [[0]]), ("b", "other", [[1]])]
     assert members[1]["first_seen"] == "2026-11-20T10:03:00Z"
 
 
