@@ -392,13 +392,13 @@ def write_duplicate(runs: dict[str, Any] | None, ev: Evidence,
                      "and without idempotence the broker wrote both copies", "likely",
                      evidence + ([resent] if resent else []) +
                      [_event_text(e) + ": produce requests waited on it" for e in slow] + p2)
+    gap = _recorder_gap(ev.flight or {})
     return cause("retries_without_idempotence",
                  "batches written twice: a producer retry without idempotence, or the "
                  "upstream sending the records again", "possible",
-                 evidence + p2 + ([] if _batched(runs) else [
-                     "the copies are scattered singles, not batches"])
-                 + ([] if slow or not _recorder_gap(ev.flight or {}) else
-                    [_recorder_gap(ev.flight or {}) or ""]))
+                 evidence + p2
+                 + ([] if _batched(runs) else ["the copies are scattered singles, not batches"])
+                 + ([gap] if gap else []))
 
 
 def flume_loss(hop: str, ev: Evidence) -> dict[str, Any]:
