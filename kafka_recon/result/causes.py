@@ -401,17 +401,23 @@ def write_duplicate(runs: dict[str, Any] | None, ev: Evidence,
                  + ([gap] if gap else []))
 
 
-def flume_loss(hop: str, ev: Evidence) -> dict[str, Any]:
+def flume_loss(hop: str, ev: Evidence, gap: dict[str, Any] | None = None) -> dict[str, Any]:
     """A loss inside a Flume agent: accepted by its source, never drained by its sink."""
     source = hop.split("->")[0]
     agent = source.rsplit(".", 1)[0]
     restarts = ev.restarts.get(source, 0) + ev.restarts.get(hop.split("->")[-1], 0)
+    uncounted = [f"the agent's counters said {gap['counted']} event(s) never drained, but the "
+                 f"id tiers around it show {gap['lost']} lost: "
+                 + ", ".join(f"{n} reached {h.split('->')[-1]} without being counted drained"
+                             for h, n in gap["passed_on_uncounted"].items())
+                 + " (a batch delivered as the process died)"] if gap else []
     if restarts:
         return cause("flume_channel_lost",
                      f"agent '{agent}' restarted inside the window with events accepted but "
                      "not yet drained: its memory channel was lost with the process", "likely",
                      [f"the agent's StartTime changed between snapshots ({restarts} restart(s) "
-                      "seen by the counters) and its counters began again from zero"])
+                      "seen by the counters) and its counters began again from zero"]
+                     + uncounted)
     return cause("unknown", f"agent '{agent}' accepted events it never drained, without a "
                  "restart: a full channel or a sink stuck on the topic may still hold them",
                  "unknown", ["no restart of the agent inside the window",
@@ -444,7 +450,7 @@ def classify(finding: dict[str, Any], hop: dict[str, Any] | None, ev: Evidence
                       "upstream"])
     if kind == "loss" and len(ends) == 2 and ends[0].rsplit(".", 1)[0] == \
             ends[1].rsplit(".", 1)[0] and ends[0] in ev.restarts:
-        return flume_loss(finding["hop"], ev)
+        return flume_loss(finding["hop"], ev, (hop or {}).get("counter_gap"))
     if kind == "loss" and side == "write":
         return write_loss((hop or {}).get("missing_shape") if into_topic else None, ev)
     if kind == "duplicate" and side == "write":

@@ -270,7 +270,9 @@ def name_ids_across_counts(points: list[Point], counts: dict[str, DataFrame | No
 
     Between two id tiers with count-only tiers (a Flume agent) in between, the ids missing from
     the later id tier are exactly the records lost somewhere in that stretch. When one hop of
-    the stretch lost records and it lost exactly that many, those ids are its loss.
+    the stretch lost records and it lost exactly that many, those ids are its loss. When it
+    counted more, and later hops of the stretch counted as many more arrivals than departures,
+    a counter missed events it passed on: the ids are the loss, and the arrivals are none.
     """
     exact = [i for i, p in enumerate(points) if counts[p.name] is not None]
     for i, j in zip(exact, exact[1:], strict=False):
@@ -284,8 +286,21 @@ def name_ids_across_counts(points: list[Point], counts: dict[str, DataFrame | No
         if up is None or down is None:  # not id tiers after all: nothing to name
             continue
         gone = missing(up, down).cache()
-        if gone.count() != lossy[0]["missing"]:
-            continue  # the counts and the ids disagree: leave the loss counted, not named
+        lost = gone.count()
+        if lost != lossy[0]["missing"]:
+            # a counter that missed events it did pass on (an agent killed after delivering a
+            # batch, before counting it drained) shows as a loss at one hop and as many
+            # unexplained arrivals at a later one; the id tiers around both say which is true
+            gained = [h for h in stretch if h is not lossy[0] and h["unexpected"] > 0]
+            if not gained or lost != lossy[0]["missing"] - sum(h["unexpected"] for h in gained):
+                continue  # the counts and the ids disagree: leave the loss counted, not named
+            lossy[0]["counter_gap"] = {
+                "counted": lossy[0]["missing"], "lost": lost,
+                "passed_on_uncounted": {f"{h['from']}->{h['to']}": h["unexpected"]
+                                        for h in gained}}
+            for h in gained:
+                h["unexpected"], h["buckets"]["unexpected"] = 0, {}
+            lossy[0]["missing"], lossy[0]["buckets"]["missing"] = lost, _buckets(gone)
         lossy[0]["missing_ids"] = write_ids(
             gone, folder.ids_file("missing", f"{points[i].name}__{points[j].name}"), ["id"])
         lossy[0]["ids_between"] = [points[i].name, points[j].name]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -235,3 +237,39 @@ def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession
     dup = table(spark, [("1", None), ("2", None), ("3", None)])
     assert R.copy_stamps(dup, topic) == {"ids": 3, "same_timestamp": 2,
                                          "stamped_with_event_time": 1}
+
+
+def test_a_counter_that_missed_a_delivered_batch_gives_way_to_the_id_tiers(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """An agent killed after delivering a batch it never counted drained: its counters say
+    1000 lost inside it and 100 arriving from nowhere after it; the ids say 900 lost."""
+    from types import SimpleNamespace
+
+    from kafka_recon.runfolder import RunFolder
+
+    names = ["db", "agent.source", "agent.sink", "topic"]
+    points = [SimpleNamespace(name=n) for n in names]
+    db = counts(spark, [(str(i), at(1)) for i in range(2000)])
+    topic = counts(spark, [(str(i), at(1)) for i in range(1100)])
+    bucket = "2026-11-20T00:00:00Z"
+
+    def hop(a: str, b: str, missing: int, unexpected: int) -> dict[str, Any]:
+        return {"from": a, "to": b, "missing": missing, "unexpected": unexpected,
+                "buckets": {"missing": {bucket: missing} if missing else {},
+                            "unexpected": {bucket: unexpected} if unexpected else {}}}
+    hops = [hop("db", "agent.source", 0, 0), hop("agent.source", "agent.sink", 1000, 0),
+            hop("agent.sink", "topic", 0, 100)]
+    R.name_ids_across_counts(points, {"db": db, "agent.source": None, "agent.sink": None,
+                                      "topic": topic}, hops, RunFolder(tmp_path))
+    lossy, gained = hops[1], hops[2]
+    assert (lossy["missing"], gained["unexpected"]) == (900, 0)
+    assert lossy["counter_gap"] == {"counted": 1000, "lost": 900,
+                                    "passed_on_uncounted": {"agent.sink->topic": 100}}
+    with open(lossy["missing_ids"]) as fh:
+        assert len(fh.read().splitlines()) == 901  # a header and the 900 ids
+    # counts that no later gain explains stay counted, unnamed
+    hops = [hop("db", "agent.source", 0, 0), hop("agent.source", "agent.sink", 1000, 0),
+            hop("agent.sink", "topic", 0, 0)]
+    R.name_ids_across_counts(points, {"db": db, "agent.source": None, "agent.sink": None,
+                                      "topic": topic}, hops, RunFolder(tmp_path / "b"))
+    assert hops[1]["missing"] == 1000 and "missing_ids" not in hops[1]
