@@ -84,6 +84,9 @@ def read_partitions(ep: KafkaEndpoint, topic: str) -> list[dict[str, Any]]:
                 except (KafkaException, TimeoutError) as exc:
                     rows[tp.partition]["error"] = str(exc) or "no answer from the leader"
                     continue
+                if got.offset < 0:  # OFFSET_INVALID while leadership moves: not an offset
+                    rows[tp.partition]["error"] = f"{key} unknown (offset {got.offset})"
+                    continue
                 rows[tp.partition][key] = int(got.offset)
                 if got.leader_epoch is not None and got.leader_epoch >= 0:
                     rows[tp.partition]["leader_epoch"] = int(got.leader_epoch)
@@ -258,7 +261,7 @@ def partition_events(states: list[PartitionState], partition: int) -> list[dict[
         if b.leader >= 0 and a.leader >= 0 and len(b.isr) < len(a.isr):
             events.append({**base, "event": "isr_shrink", "isr_before": list(a.isr),
                            "isr_after": list(b.isr)})
-        if a.log_end is not None and b.log_end is not None and b.log_end < a.log_end:
+        if a.log_end is not None and b.log_end is not None and 0 <= b.log_end < a.log_end:
             events.append({**base, "event": "truncation", "log_end_before": a.log_end,
                            "log_end_after": b.log_end})
     if offline_since is not None:

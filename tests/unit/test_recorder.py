@@ -97,3 +97,9 @@ def test_a_newer_epoch_under_the_same_leader_is_a_bounce_the_snapshots_missed(
     con = store(tmp_path, [(2, 0, [2], 500), (2, 2, [2], 518)] + [(2, 2, [2], 600)] * 9)
     [e] = events(con).events
     assert (e["event"], e["leader"], e["epochs"]) == ("leader_bounced", 2, [0, 2])
+
+
+def test_an_invalid_offset_during_an_election_is_not_a_truncation(tmp_path: Path) -> None:
+    # a store written before invalid offsets were refused: -1001 is librdkafka's "no offset"
+    con = store(tmp_path, [(1, 3, [1, 2], 555), (2, 4, [2], -1001)] + [(2, 4, [2], 600)] * 9)
+    assert [e["event"] for e in events(con).events] == ["isr_shrink", "leader_change"]
