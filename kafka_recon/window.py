@@ -71,3 +71,9 @@ class Window:
 
 def iso_z(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_us(t: datetime) -> str:
+    """To the microsecond: snapshots taken seconds apart keep their order, and a snapshot is
+    never stored as earlier than it was taken (the snapshot store's `taken_at`)."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -58,3 +58,11 @@ def read(folder: Path, event: str) -> list[dict[str, str]]:
 
 def ids(folder: Path, event: str) -> list[int]:
     return [int(r["id"]) for r in read(folder, event)]
+
+
+def last_offsets(folder: Path, event: str = "processed") -> dict[int, int]:
+    """Per partition, the highest offset an event's lines name."""
+    last: dict[int, int] = {}
+    for r in read(folder, event):
+        last[int(r["partition"])] = max(last.get(int(r["partition"]), -1), int(r["offset"]))
+    return last

@@ -250,9 +250,7 @@ def stall_evidence(consumers: tuple[App, ...]) -> str:
 
     parts = []
     for c in consumers:
-        done: dict[int, int] = {}
-        for r in ledger.read(c.ledger, "processed"):
-            done[int(r["partition"])] = max(done.get(int(r["partition"]), -1), int(r["offset"]))
+        done = ledger.last_offsets(c.ledger)
         logs = sorted(c.folder.glob(f"{c.role}-*.log"))
         tail = logs[-1].read_text(errors="replace").splitlines()[-8:] if logs else []
         parts.append(f"app {c.folder.name}: running={c.running()}, exit="

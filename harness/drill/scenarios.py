@@ -156,24 +156,17 @@ def _broker_committed(ctx: Ctx) -> dict[int, int]:
     return {p: o for p, o in got.items() if o >= 0}
 
 
-def _processed_max(app: App) -> dict[int, int]:
-    done: dict[int, int] = {}
-    for r in ledger.read(app.ledger, "processed"):
-        done[int(r["partition"])] = max(done.get(int(r["partition"]), -1), int(r["offset"]))
-    return done
-
-
 def _committed_past_processed(ctx: Ctx, app: App) -> bool:
     """Offsets committed for records the app has fetched but not processed yet."""
     committed = _broker_committed(ctx)
-    done = _processed_max(app)
+    done = ledger.last_offsets(app.ledger)
     return any(off > done.get(p, -1) + 1 for p, off in committed.items())
 
 
 def _processed_past_committed(ctx: Ctx, app: App) -> bool:
     """Records processed after the last commit: a crash now replays them."""
     committed = _broker_committed(ctx)
-    done = _processed_max(app)
+    done = ledger.last_offsets(app.ledger)
     return bool(committed) and any(off >= committed.get(p, 0) + 50 for p, off in done.items())
 
 

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kafka_recon.sources.topic import NO_COMMIT
+from kafka_recon.window import parse_instant
 
 # how far from the lost records' own event times a recorded event may lie and still be taken
 # for theirs: records are made, then sent, seconds to minutes later, and the recorder sees the
@@ -234,7 +235,7 @@ def consume_duplicate(runs: dict[str, Any] | None) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ the write side
 def _parse(t: str | None) -> datetime | None:
-    return datetime.fromisoformat(t.replace("Z", "+00:00")) if t else None
+    return parse_instant(t, "a recorded time") if t else None
 
 
 def _overlapping(flight: dict[str, Any], lo: datetime | None, hi: datetime | None
@@ -246,7 +247,8 @@ def _overlapping(flight: dict[str, Any], lo: datetime | None, hi: datetime | Non
         return list(events)
     a, b = lo - SLACK, hi + SLACK
     return [e for e in events
-            if _parse(e["between"][0]) <= b and _parse(e["between"][1]) >= a]  # type: ignore
+            if parse_instant(e["between"][0], "an event") <= b
+            and parse_instant(e["between"][1], "an event") >= a]
 
 
 def _event_text(e: dict[str, Any]) -> str:
@@ -316,16 +318,15 @@ def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
         # a new leader from the ISR lacks only what the ISR was not waited for: records sent
         # with acks below all (min.insync.replicas does not matter to a clean election)
         below_all = _audit_says(ev.audit, "P1-acks")
+        undeclared = [] if below_all else [
+            "missing: the producer's acks (declare the flow's producer settings): a clean "
+            "election loses nothing a producer with acks=all was told was written"]
         return cause("lagging_replica_elected",
                      "the partition's leader changed while these records were sent: records "
                      "only the old leader held (acknowledged with acks below all, or not "
                      "acknowledged at all) were lost with it",
                      "likely" if below_all else "possible",
-                     evidence + [_event_text(e) for e in shrunk + moved] + (acks if below_all
-                                                                            else acks + [
-                         "missing: the producer's acks (declare the flow's producer settings): "
-                         "a clean election loses nothing a producer with acks=all was told "
-                         "was written"]))
+                     evidence + [_event_text(e) for e in shrunk + moved] + acks + undeclared)
     if offline:
         return cause("partition_offline",
                      "the partition had no leader while these records were sent: the producer "

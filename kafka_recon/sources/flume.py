@@ -25,7 +25,7 @@ from typing import Any
 from kafka_recon.config import Flow, FlumeTier
 from kafka_recon.errors import FlumeError
 from kafka_recon.settings import snapshots_path
-from kafka_recon.window import Window, iso_z, parse_instant
+from kafka_recon.window import Window, iso_us, iso_z, parse_instant
 
 TIMEOUT_S = 10.0
 SCHEMA = """CREATE TABLE IF NOT EXISTS flume_snapshot (
@@ -106,7 +106,7 @@ def snapshot_tier(con: sqlite3.Connection, flow: str, tier: FlumeTier,
     data = fetch_metrics(tier)
     snap = parse_metrics(tier, data, now)
     # to the microsecond: a snapshot stored a second early would claim counts it had not seen
-    taken_at = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    taken_at = iso_us(now)
     con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
                 (flow, tier.name, taken_at, snap.source_start, snap.source_accepted,
                  snap.sink_start, snap.sink_drained, json.dumps(data)))

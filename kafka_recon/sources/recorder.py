@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_recon.sources.kafka_client import KafkaEndpoint
-from kafka_recon.window import iso_z, parse_instant
+from kafka_recon.window import iso_us, iso_z, parse_instant
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS partition_snapshot (
@@ -44,11 +44,6 @@ TIMEOUT_S = 10.0
 LOCK_WAIT_S = 30.0  # concurrent snapshot tasks share the store: wait for its lock, briefly held
 
 
-def _stamp(t: datetime) -> str:
-    # to the microsecond, so snapshots a second apart (the drill's) keep their order
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(path, timeout=LOCK_WAIT_S)
@@ -64,10 +59,10 @@ def read_partitions(ep: KafkaEndpoint, topic: str) -> list[dict[str, Any]]:
     from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
-    from kafka_recon.sources.topic import Client
+    from kafka_recon.sources.topic import Client, topic_metadata
 
     with Client(ep, "admin") as client:
-        md = _metadata(client, topic)
+        _, md = topic_metadata(client, topic, settle_s=TIMEOUT_S, leaderless=True)
         rows = {p.id: {"partition": p.id, "leader": int(p.leader),
                        "replicas": sorted(p.replicas), "isr": sorted(p.isrs),
                        "leader_epoch": None, "log_start": None, "log_end": None,
@@ -91,38 +86,6 @@ def read_partitions(ep: KafkaEndpoint, topic: str) -> list[dict[str, Any]]:
                 if got.leader_epoch is not None and got.leader_epoch >= 0:
                     rows[tp.partition]["leader_epoch"] = int(got.leader_epoch)
     return [rows[p] for p in sorted(rows)]
-
-
-def _metadata(client: Any, topic: str) -> Any:
-    """The topic's metadata as a live broker has it, partitions without a leader included:
-    those are what the recorder is for (the run's own reads wait for a leader instead)."""
-    import time
-
-    from confluent_kafka import KafkaError, KafkaException
-
-    from kafka_recon.errors import TopicError
-    from kafka_recon.sources.topic import TopicDenied
-
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        try:
-            tmd = client.handle.list_topics(topic, timeout=3.0).topics.get(topic)
-        except KafkaException as exc:
-            if client.diagnosis.fatal(client.ep) or time.monotonic() > deadline:
-                raise client.unreachable(exc) from exc
-            continue
-        code = tmd.error.code() if tmd is not None and tmd.error is not None else None
-        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            raise TopicDenied(f"{client.ep.where}: not authorised to describe topic '{topic}' "
-                              f"(missing ACL: DESCRIBE on Topic:{topic})")
-        if tmd is not None and tmd.partitions and code in (
-                None, KafkaError.LEADER_NOT_AVAILABLE):
-            return tmd
-        if time.monotonic() > deadline:
-            raise TopicError(f"topic '{topic}' on {client.ep.where}: "
-                             + (tmd.error.str() if tmd is not None and tmd.error
-                                else "no partitions in the metadata"))
-        time.sleep(0.3)
 
 
 def read_group(ep: KafkaEndpoint, topic: str, group: str, parts: list[int]) -> dict[str, Any]:
@@ -159,7 +122,7 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
            groups: list[str], now: datetime | None = None) -> dict[str, Any]:
     """One snapshot of the topic's partitions and groups, kept in the store."""
     now = now or datetime.now(UTC)
-    taken = _stamp(now)
+    taken = iso_us(now)
     parts = read_partitions(ep, topic)
     read = {group: read_group(ep, topic, group, [p["partition"] for p in parts])
             for group in groups}
@@ -180,7 +143,7 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
 
 def forget(con: sqlite3.Connection, older_than: datetime) -> int:
     """Drop snapshots older than the retention; returns the rows dropped."""
-    cut = _stamp(older_than)
+    cut = iso_us(older_than)
     with con:
         n = con.execute("DELETE FROM partition_snapshot WHERE taken_at < ?", (cut,)).rowcount
         n += con.execute("DELETE FROM group_snapshot WHERE taken_at < ?", (cut,)).rowcount
@@ -275,7 +238,7 @@ def timeline(con: sqlite3.Connection, flow: str, topic: str, start: datetime, en
              margin: timedelta = MAX_GAP) -> Timeline:
     """The events the snapshots from `start - margin` to `end + margin` show; `covered` when
     snapshots bracket [start, end] with no gap above MAX_GAP between them."""
-    lo, hi = _stamp(start - margin), _stamp(end + margin)
+    lo, hi = iso_us(start - margin), iso_us(end + margin)
     rows = con.execute(
         "SELECT taken_at, partition, leader, leader_epoch, isr, log_end, error "
         "FROM partition_snapshot WHERE flow = ? AND topic = ? AND taken_at BETWEEN ? AND ? "

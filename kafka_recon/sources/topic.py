@@ -83,12 +83,15 @@ class Client:
                           or f"{self.ep.where} cannot be reached: {exc}")
 
 
-def topic_metadata(client: Client, topic: str, settle_s: float = 10.0) -> tuple[Any, Any]:
+def topic_metadata(client: Client, topic: str, settle_s: float = 10.0,
+                   leaderless: bool = False) -> tuple[Any, Any]:
     """(cluster metadata, topic metadata) once a broker answers with the topic whole.
 
     A new topic's metadata reaches brokers one by one, and a leader election leaves partitions
     briefly leaderless: those answers are retried for a few seconds before the topic is called
     missing. A client that cannot authenticate fails at once with the reason, not a timeout.
+    `leaderless` takes a topic whose partitions have no leader as it is (the flight recorder
+    is there to see exactly that).
     """
     import time
 
@@ -106,7 +109,8 @@ def topic_metadata(client: Client, topic: str, settle_s: float = 10.0) -> tuple[
                 raise client.unreachable(exc) from exc
             continue
         tmd = md.topics.get(topic)
-        if tmd is not None and tmd.error is None and tmd.partitions:
+        if tmd is not None and tmd.partitions and (tmd.error is None or leaderless and (
+                tmd.error.code() == KafkaError.LEADER_NOT_AVAILABLE)):
             return md, tmd
         if tmd is not None and tmd.error is not None \
                 and tmd.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:

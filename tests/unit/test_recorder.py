@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafka_recon.sources import recorder
+from kafka_recon.window import iso_us
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +22,7 @@ def store(tmp_path: Path, states: list[tuple[int, int | None, list[int], int | N
     """One snapshot per state (leader, epoch, isr, log_end) of partition 0, `step_s` apart."""
     con = recorder.connect(tmp_path / "snapshots.db")
     for i, (leader, epoch, isr, log_end) in enumerate(states):
-        at = recorder._stamp(T0 + timedelta(seconds=i * step_s))
+        at = iso_us(T0 + timedelta(seconds=i * step_s))
         con.execute("INSERT INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     ("f", "t", at, 0, leader, epoch, "[1, 2, 3]", json.dumps(isr), 0, log_end,
                      None if log_end is not None or leader < 0 else "leader not available"))
