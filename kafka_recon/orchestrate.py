@@ -29,11 +29,11 @@ from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
 from kafka_recon.errors import CannotRun, SourceUnreadable, StepFailed, UsageError, one_line
 from kafka_recon.result.model import Result, inconclusive
 from kafka_recon.runfolder import RunFolder
-from kafka_recon.settings import config_path, run_stale_hours, runs_root
+from kafka_recon.settings import config_path, keep_replays, run_stale_hours, runs_root
 from kafka_recon.window import Window
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -223,24 +223,27 @@ def stage(run: Run) -> list[dict[str, Any]]:
     return stage_topic(run)
 
 
-def replay(run: Run, spark: SparkSession, replays: int | None = None) -> dict[str, Any]:
-    """Step 2 on a Spark session (in process, or the one spark-submit made)."""
+def replay(run: Run, spark: SparkSession, replays: int | None = None,
+           keep_records: bool = True) -> tuple[dict[str, Any], DataFrame]:
+    """Step 2 on a Spark session (in process, or the one spark-submit made): replays.json, and
+    the first replay's records, cached for the reconcile step of the same application."""
     from kafka_recon.spark import replay as replay_step
 
     with _guarded(run, "replay"):
-        out = replay_step.run(spark, run.flow, run.window, run.folder, replays)
+        out = replay_step.run(spark, run.flow, run.window, run.folder, replays, keep_records)
     return out
 
 
-def reconcile(run: Run, spark: SparkSession) -> Result:
-    """Step 3: the Spark comparison, then the typed result from its aggregates."""
+def reconcile(run: Run, spark: SparkSession, topic_records: DataFrame | None = None) -> Result:
+    """Step 3: the Spark comparison, then the typed result from its aggregates. The topic's
+    records are the replay's, handed over in memory, or read from its Parquet folder."""
     from kafka_recon.result.build import build_result
     from kafka_recon.spark import reconcile as reconcile_step
 
     with _guarded(run, "reconcile"):
         replays = run.folder.read_json(run.folder.replays, "replay")
         staged = run.folder.read_json(run.folder.stage, "stage")
-        aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder)
+        aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder, topic_records)
         audit = run.folder.read_json(run.folder.audit, "stage") \
             if run.folder.audit.exists() else []
         flight = run.folder.read_json(run.folder.flight, "stage") \
@@ -250,6 +253,22 @@ def reconcile(run: Run, spark: SparkSession) -> Result:
                               out=str(run.out), audit=audit, flight=flight)
         run.folder.write_json(run.folder.result, result.as_json())
     return result
+
+
+def replay_and_reconcile(run: Run, spark: SparkSession, replays: int | None = None,
+                         keep_records: bool = False, clock: Stopwatch | None = None) -> Result:
+    """Steps 2 and 3 in one Spark application: the first replay's records go to the reconcile
+    from memory, never through a Parquet round trip (unless `keep_records`)."""
+    clock = clock or Stopwatch()
+    clock.count_jobs(spark)
+    _, records = replay(run, spark, replays, keep_records)
+    clock.lap("replay")
+    try:
+        result = reconcile(run, spark, records)
+        clock.lap("reconcile")
+        return result
+    finally:
+        records.unpersist()
 
 
 def conclude(run: Run) -> Result:
@@ -323,16 +342,36 @@ def notify(run: Run, smtp_conn_id: str = "smtp_default") -> str:
 
 # ------------------------------------------------------------------ running them
 class Stopwatch:
-    """Seconds per step, kept in the run folder: where a run's time goes, for tuning."""
+    """Seconds per step, and the Spark jobs each ran, kept in the run folder (timings.json):
+    where a run's time goes, for tuning."""
 
     def __init__(self) -> None:
         self.laps: dict[str, float] = {}
+        self.jobs: dict[str, int] = {}
         self._t = time.monotonic()
+        self._spark: SparkSession | None = None
+        self._group = ""
+        self._seen = 0
+
+    def count_jobs(self, spark: SparkSession) -> None:
+        """Count the Spark jobs this thread runs from now on (one job group per run)."""
+        import uuid
+
+        if self._spark is None:
+            self._spark, self._group = spark, f"kafka-recon-{uuid.uuid4().hex[:12]}"
+            spark.sparkContext.setJobGroup(self._group, "kafka-recon run")
 
     def lap(self, name: str) -> None:
         now = time.monotonic()
         self.laps[name] = round(now - self._t, 3)
         self._t = now
+        if self._spark is not None:
+            seen = len(self._spark.sparkContext.statusTracker()
+                       .getJobIdsForGroup(self._group))
+            self.jobs[name], self._seen = seen - self._seen, seen
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.laps, "spark_jobs": {**self.jobs, "total": sum(self.jobs.values())}}
 
 
 def execute(run: Run, spark: SparkSession | Callable[[], SparkSession],
@@ -362,10 +401,7 @@ def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays
             with _guarded(run, "replay", "replay spark"):  # a Spark that cannot start
                 made = spark = spark()
             clock.lap("spark_start")
-        replay(run, spark, replays)
-        clock.lap("replay")
-        result = reconcile(run, spark)
-        clock.lap("reconcile")
+        result = replay_and_reconcile(run, spark, replays, keep_replays(), clock)
     except CannotRun:
         raise
     except Exception:
@@ -378,7 +414,7 @@ def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays
     if with_report:
         report(run)
         clock.lap("report")
-    run.folder.write_json(run.folder.timings, clock.laps)
+    run.folder.write_json(run.folder.timings, clock.as_json())
     return result
 
 
@@ -393,12 +429,17 @@ def spark_step(step: str, run: Run, replays: int | None = None, owner: str | Non
     spark = session(f"kafka-recon {step} {run.flow.name}")
     try:
         if step == "replay":
-            out = replay(run, spark, replays)
+            out, _ = replay(run, spark, replays)
             return {"replays": [(r["group"], r["count"]) for r in out["replays"]]}
         if step == "reconcile":
             result = reconcile(run, spark)
-            return {"status": result.status,
-                    "findings": [(f.kind, f.hop, f.count) for f in result.findings]}
-        raise UsageError(f"no Spark step '{step}' (replay, reconcile)")
+        elif step == "replay_reconcile":
+            clock = Stopwatch()
+            result = replay_and_reconcile(run, spark, replays, keep_replays(), clock)
+            run.folder.write_json(run.folder.timings, clock.as_json())
+        else:
+            raise UsageError(f"no Spark step '{step}' (replay, reconcile, replay_reconcile)")
+        return {"status": result.status,
+                "findings": [(f.kind, f.hop, f.count) for f in result.findings]}
     finally:
         spark.stop()

@@ -14,6 +14,7 @@
 | KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
 | KAFKA_RECON_TASK_RETRIES | 2 | retries of a daily DAG's tasks |
 | KAFKA_RECON_RUN_STALE_HOURS | 6 | a run of a window silent this long no longer holds it |
+| KAFKA_RECON_KEEP_REPLAYS | 0 | 1: also keep the first replay's records as Parquet (debugging) |
 | KAFKA_RECON_CONN_<ID> | none | a connection resolved for Spark by the Airflow task (internal) |
 | KAFKA_RECON_RUN_OWNER | none | the Airflow run a Spark job belongs to (internal) |
 
@@ -97,6 +98,14 @@ def snapshot_retention_days() -> int:
 
 def run_stale_hours() -> int:
     return _count("KAFKA_RECON_RUN_STALE_HOURS", 6)
+
+
+def keep_replays() -> bool:
+    """Keep the first replay's records on disk even when the reconcile reads them in memory."""
+    raw = os.environ.get("KAFKA_RECON_KEEP_REPLAYS", "0")
+    if raw not in ("0", "1"):
+        raise UsageError(f"KAFKA_RECON_KEEP_REPLAYS={raw!r}: expected 0 or 1")
+    return raw == "1"
 
 
 # the Airflow run a Spark job belongs to, handed in its environment like the connections

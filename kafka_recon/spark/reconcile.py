@@ -2,14 +2,17 @@
 
 The `spark-submit` entry point is `spark_jobs/reconcile.py`; this module is the step itself.
 
-Between two id tiers the comparison is exact (anti-joins over distinct ids); every missing,
-unexpected and duplicated id is written in full to a CSV file by the executors, never collected.
-Only per-bucket counts reach the driver; `kafka_recon.result.build` turns them into the result.
+Every id tier's ids are grouped by id once (`compare`): each id's row says how many times each
+tier holds it, and every hop's missing, unexpected and duplicate ids are read off that row
+(`marks`), exactly. Every such id is written in full to a CSV file by the executors, all files in
+one job, never collected. Only per-bucket counts reach the driver; `kafka_recon.result.build`
+turns them into the result.
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,36 +54,127 @@ def window_records(df: DataFrame, start: datetime, end: datetime,
             .withColumn("bucket", bucket_of(F.col("event_time"), start, bucket_seconds)))
 
 
-def id_counts(records: DataFrame) -> DataFrame:
-    """(id, n, bucket): how many times each id is present, in the bucket of its first event."""
-    from pyspark.sql import functions as F
-
-    return records.groupBy("id").agg(F.count(F.lit(1)).alias("n"),
-                                     F.min("bucket").alias("bucket"))
-
-
 def missing(up: DataFrame, down: DataFrame) -> DataFrame:
-    """Ids the upstream tier has and the downstream tier lacks (a left anti-join)."""
+    """Ids the upstream tier has and the downstream tier lacks (a left anti-join): for the
+    stretches the one comparison does not cover (ids across count-only tiers, retention)."""
     return up.select("id", "bucket").join(down.select("id"), "id", "left_anti")
 
 
-def unexpected(down: DataFrame, upstream_ids: DataFrame) -> DataFrame:
-    """Ids downstream that no upstream tier has: someone else wrote them."""
-    return down.select("id", "bucket").join(upstream_ids.select("id"), "id", "left_anti")
+# ------------------------------------------------------------------ the one comparison
+def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset()) -> DataFrame:
+    """Every id of every id tier in one row: (id, n0, b0, n1, b1, ...), `n<i>` how many times
+    id tier i holds the id (0: not at all), `b<i>` the bucket of its first event there.
 
+    The tiers' window records are stacked and grouped by id once: one shuffle answers every
+    hop, where a join per hop would re-read and re-shuffle each tier for each comparison. A
+    tier in `collapse` (a change stream) counts an id once however many changes carry it."""
+    from functools import reduce
 
-def duplicated(up: DataFrame, down: DataFrame) -> DataFrame:
-    """(id, bucket, extra): copies downstream beyond what upstream already had.
-
-    A duplicate belongs to the tier where it first appears: an id twice in the topic and twice in
-    the sink is the topic's duplicate, not the sink's.
-    """
     from pyspark.sql import functions as F
 
-    joined = down.alias("d").join(up.select("id", F.col("n").alias("up_n")), "id", "left")
-    base = F.greatest(F.coalesce(F.col("up_n"), F.lit(1)), F.lit(1))
-    return (joined.where(F.col("n") > base)
-            .select("id", "bucket", (F.col("n") - base).alias("extra")))
+    tagged = reduce(lambda x, y: x.unionByName(y),
+                    [df.select("id", "bucket", F.lit(i).alias("tier"))
+                     for i, df in enumerate(records)])
+    aggs: list[Column] = []
+    for i in range(len(records)):
+        n = F.count(F.when(F.col("tier") == i, 1))
+        aggs += [(F.least(n, F.lit(1)) if i in collapse else n).alias(f"n{i}"),
+                 F.min(F.when(F.col("tier") == i, F.col("bucket"))).alias(f"b{i}")]
+    return tagged.groupBy("id").agg(*aggs)
+
+
+def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]]
+          ) -> DataFrame:
+    """(id, kind, at, bucket, value): what each id counts for, read off its one compared row.
+
+    `present` at tier i (value 1): the tier holds the id, in the bucket of its first event
+    there. For each hop k = (up, down, before) between two id tiers:
+
+    - `missing` at k: the up tier has it and the down tier lacks it (bucket: up's);
+    - `unexpected` at k: the down tier has it and no id tier in `before` (every id tier up to
+      the hop's start) does: someone else wrote it (bucket: down's);
+    - `duplicate` at k, value the copies down holds beyond what up already had: a duplicate
+      belongs to the tier where it first appears, so an id twice in the topic and twice in the
+      sink is the topic's, not the sink's (bucket: down's).
+    """
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    def n(i: int) -> Column:
+        return F.col(f"n{i}")
+
+    def b(i: int) -> Column:
+        return F.col(f"b{i}")
+
+    def mark(cond: Column, kind: str, at: int, bucket: Column,
+             value: Column | None = None) -> Column:
+        return F.when(cond, F.struct(F.lit(kind).alias("kind"), F.lit(at).alias("at"),
+                                     bucket.alias("bucket"),
+                                     (value if value is not None else F.lit(1))
+                                     .cast("long").alias("value")))
+
+    cols = [mark(n(i) > 0, "present", i, b(i)) for i in range(tiers)]
+    for k, (up, down, before) in enumerate(hops):
+        base = F.greatest(n(up), F.lit(1))
+        nowhere = reduce(lambda x, y: x & y, [n(t) == 0 for t in before])
+        cols += [mark((n(up) > 0) & (n(down) == 0), "missing", k, b(up)),
+                 mark((n(down) > 0) & nowhere, "unexpected", k, b(down)),
+                 mark(n(down) > base, "duplicate", k, b(down), n(down) - base)]
+    return (compared.select("id", F.explode(F.filter(F.array(*cols), lambda m: m.isNotNull()))
+                            .alias("m"))
+            .select("id", "m.kind", "m.at", "m.bucket", "m.value"))
+
+
+def ids_of(compared: DataFrame, at: int) -> DataFrame:
+    """(id, n, bucket): the ids id tier `at` holds, how many times, in the bucket of the first."""
+    from pyspark.sql import functions as F
+
+    return compared.where(F.col(f"n{at}") > 0).select(
+        "id", F.col(f"n{at}").alias("n"), F.col(f"b{at}").alias("bucket"))
+
+
+def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket_seconds: int,
+                 time_col: str, is_topic: bool) -> DataFrame:
+    """(kind, at, bucket, part, offset, value) per record of one id tier: `record` for each
+    window record (its event's bucket); `unidentifiable` for each record whose id or event time
+    cannot be read (bucketed by the time that is known, null when none is); for the topic,
+    `late` for each window record that reached it after the window closed, and `span` for each
+    window record under its partition (`part`, with its offset)."""
+    from pyspark.sql import functions as F
+
+    ok = identifiable(raw)
+    inside = ok & (F.col("event_time") >= F.lit(start)) & (F.col("event_time") < F.lit(end))
+    bucket = bucket_of(F.col("event_time"), start, bucket_seconds)
+    none = F.lit(None)
+
+    def mark(cond: Column, kind: str, when: Column, part: Column = none) -> Column:
+        return F.when(cond, F.struct(F.lit(kind).alias("kind"),
+                                     when.cast("timestamp").alias("bucket"),
+                                     part.cast("int").alias("part"),
+                                     (F.col("offset") if is_topic else none).cast("long")
+                                     .alias("offset")))
+
+    cols = [mark(inside, "record", bucket),
+            mark(~ok, "unidentifiable", bucket_of(F.col(time_col), start, bucket_seconds))]
+    if is_topic:
+        cols += [mark(inside & (F.col("kafka_ts") >= F.lit(end)), "late", bucket),
+                 mark(inside, "span", none, F.col("partition"))]
+    return (raw.select(F.explode(F.filter(F.array(*cols), lambda m: m.isNotNull())).alias("m"))
+            .select("m.kind", F.lit(at).alias("at"), "m.bucket", "m.part", "m.offset",
+                    F.lit(1).cast("long").alias("value")))
+
+
+def tally(df: DataFrame) -> DataFrame:
+    """(kind, at, bucket[, part], n[, first_offset, last_offset]): marks summed per kind,
+    place and bucket (and partition, for record marks): a few rows."""
+    from pyspark.sql import functions as F
+
+    keys = ["kind", "at", "bucket", *(["part"] if "part" in df.columns else [])]
+    aggs = [F.sum("value").alias("n")]
+    if "offset" in df.columns:
+        aggs += [F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset")]
+    return df.groupBy(*keys).agg(*aggs)
 
 
 def late(topic: DataFrame, end: datetime) -> DataFrame:
@@ -88,15 +182,6 @@ def late(topic: DataFrame, end: datetime) -> DataFrame:
     from pyspark.sql import functions as F
 
     return topic.where(F.col("kafka_ts") >= F.lit(end)).select("id", "bucket")
-
-
-def unidentifiable(df: DataFrame, start: datetime, bucket_seconds: int,
-                   time_col: str) -> DataFrame:
-    """Records whose id or event time cannot be read, bucketed by the time that is known."""
-    from pyspark.sql import functions as F
-
-    return df.where(~identifiable(df)).withColumn(
-        "bucket", bucket_of(F.col(time_col), start, bucket_seconds))
 
 
 def per_bucket(df: DataFrame, value: str | None = None) -> DataFrame:
@@ -205,18 +290,6 @@ def _iso(t: datetime | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else None
 
 
-def partition_spans(topic_records: DataFrame) -> dict[str, dict[str, int]]:
-    """Per partition, the window's records and their first and last offsets."""
-    from pyspark.sql import functions as F
-
-    rows = topic_records.groupBy("partition").agg(
-        F.count(F.lit(1)).alias("records"), F.min("offset").alias("first_offset"),
-        F.max("offset").alias("last_offset")).collect()
-    return {str(r["partition"]): {"records": int(r["records"]),
-                                  "first_offset": int(r["first_offset"]),
-                                  "last_offset": int(r["last_offset"])} for r in rows}
-
-
 # ------------------------------------------------------------------ I/O
 def read_sql_tier(spark: SparkSession, tier: Any, window: Window) -> DataFrame:
     """The tier's id query, read by Spark over JDBC in parallel time slices."""
@@ -239,23 +312,81 @@ def read_sql_tier(spark: SparkSession, tier: Any, window: Window) -> DataFrame:
                      event_time(F.col("event_time"), "iso8601").alias("event_time"))
 
 
-def write_ids(df: DataFrame, target: Path, columns: list[str]) -> str:
-    """Every row, sorted, one RFC 4180 CSV with a header, written by an executor (never the
-    driver): UTF-8, quotes doubled (Spark's default escapes them with a backslash), nothing
-    trimmed (Spark's default trims), fields with a comma, quote or line break quoted."""
-    tmp = target.with_name(target.name + ".parts")
-    shutil.rmtree(tmp, ignore_errors=True)
-    df.select(*columns).orderBy(*columns).coalesce(1).write.mode("overwrite") \
-        .option("header", True).option("encoding", "UTF-8").option("quote", '"') \
-        .option("escape", '"').option("ignoreLeadingWhiteSpace", False) \
-        .option("ignoreTrailingWhiteSpace", False).option("lineSep", "\n").csv(str(tmp))
-    parts = sorted(tmp.glob("part-*.csv"))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if parts and parts[0].stat().st_size > 0:
-        parts[0].replace(target)
-    else:  # an empty result: Spark may write no file at all
-        target.write_text(",".join(columns) + "\n")
-    shutil.rmtree(tmp, ignore_errors=True)
+def csv_field(value: Column) -> Column:
+    """A value as an RFC 4180 field: quoted, quotes doubled, when it holds a comma, a quote or a
+    line break; nothing trimmed; an empty text as `""` (a line of its own would read as no
+    row at all), null as an empty field."""
+    from pyspark.sql import functions as F
+
+    text = value.cast("string")
+    return (F.when(text.isNull(), F.lit(""))
+            .when(text.rlike('^$|[",\r\n]'),
+                  F.concat(F.lit('"'), F.regexp_replace(text, '"', '""'), F.lit('"')))
+            .otherwise(text))
+
+
+@dataclass(frozen=True)
+class IdFile:
+    """One id file to write: where, its header, and its rows as (line, s, p, o), sorted by the
+    keys s (text), then p and o (numbers)."""
+
+    target: Path
+    columns: tuple[str, ...]
+    rows: DataFrame
+
+
+def id_rows(df: DataFrame, columns: list[str], s: str | None, p: str | None = None,
+            o: str | None = None) -> DataFrame:
+    """A DataFrame's rows as an id file's CSV lines with their sort keys."""
+    from pyspark.sql import functions as F
+
+    def key(c: str | None, kind: str) -> Column:
+        return (F.col(c) if c else F.lit(None)).cast(kind)
+
+    line = F.concat_ws(",", *[csv_field(F.date_format(F.col(c), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+                                        if c == "event_time" else F.col(c)) for c in columns])
+    return df.select(line.alias("line"), key(s, "string").alias("s"), key(p, "long").alias("p"),
+                     key(o, "long").alias("o"))
+
+
+def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path) -> None:
+    """Every id file in one Spark job, each one sorted RFC 4180 CSV with its header, written by
+    the executors (never through the driver): the rows of a file are hashed to one task, which
+    writes them in order under the file's number; the driver then only moves each file in
+    place."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    if not files:
+        return
+    shape = StructType([StructField("file", IntegerType()), StructField("ord", IntegerType()),
+                        StructField("line", StringType()), StructField("s", StringType()),
+                        StructField("p", LongType()), StructField("o", LongType())])
+    headers = spark.createDataFrame(
+        [(i, 0, ",".join(f.columns), None, None, None) for i, f in enumerate(files)], shape)
+    rows = reduce(lambda x, y: x.unionByName(y),
+                  [f.rows.select(F.lit(i).alias("file"), F.lit(1).alias("ord"), "line", "s",
+                                 "p", "o") for i, f in enumerate(files)], headers)
+    shutil.rmtree(scratch, ignore_errors=True)
+    (rows.repartition("file").sortWithinPartitions("file", "ord", "s", "p", "o", "line")
+     .select("file", "line").write.mode("overwrite").partitionBy("file")
+     .option("lineSep", "\n").text(str(scratch)))
+    for i, f in enumerate(files):
+        parts = sorted((scratch / f"file={i}").glob("part-*"))
+        if len(parts) != 1:  # a file's rows are hashed to one task: one part, always
+            raise RuntimeError(f"id file {f.target.name}: Spark wrote {len(parts)} parts, "
+                               "expected 1")
+        f.target.parent.mkdir(parents=True, exist_ok=True)
+        parts[0].replace(f.target)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_ids(df: DataFrame, target: Path, folder: RunFolder) -> str:
+    """One id file of ids alone, as `write_id_files` writes them."""
+    write_id_files(df.sparkSession, [IdFile(target, ("id",), id_rows(df, ["id"], "id"))],
+                   folder.path / ".ids.parts")
     return str(target)
 
 
@@ -302,7 +433,7 @@ def name_ids_across_counts(points: list[Point], counts: dict[str, DataFrame | No
                 h["unexpected"], h["buckets"]["unexpected"] = 0, {}
             lossy[0]["missing"], lossy[0]["buckets"]["missing"] = lost, _buckets(gone)
         lossy[0]["missing_ids"] = write_ids(
-            gone, folder.ids_file("missing", f"{points[i].name}__{points[j].name}"), ["id"])
+            gone, folder.ids_file("missing", f"{points[i].name}__{points[j].name}"), folder)
         lossy[0]["ids_between"] = [points[i].name, points[j].name]
 
 
@@ -334,14 +465,23 @@ def retention_split(flow: Flow, window: Window, replays: dict[str, Any],
     lost_from_topic = missing(up, topic).cache()
     unread = lost_from_topic.join(down.select("id"), "id", "left_anti").cache()
     path = write_ids(unread, folder.ids_file("missing", f"retention__{names[at]}__{after}"),
-                     ["id"])
+                     folder)
     return {"from": before, "to": after, "missing_from_topic": lost_from_topic.count(),
             "unread": unread.count(), "unread_ids": path}
 
 
-def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> dict[str, Any]:
+def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
+        topic_records: DataFrame | None = None) -> dict[str, Any]:
     """Count every point of the flow and compare each hop; returns the aggregates (also written
-    to reconcile.json). Reads stage.json and replays.json from the folder."""
+    to reconcile.json). Reads stage.json and replays.json from the folder, and the first
+    replay's records as the replay step handed them over (`topic_records`) or, when the steps
+    ran apart, from its Parquet folder.
+
+    The plan: each id tier is read once and cached; one job tallies their records (per bucket,
+    unidentifiable, late) and one their spans per partition; one grouping by id (`compare`)
+    answers every hop, and one job tallies it; one job writes every id file. The evidence of a
+    cause costs a few more jobs, only for a hop with findings.
+    """
     from pyspark.sql import functions as F
 
     from kafka_recon.config import KafkaTier
@@ -349,129 +489,194 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder) -> d
     bucket_s = int(flow.bucket.total_seconds())
     replays = folder.read_json(folder.replays, "replay")
     staged = {t["name"]: t for t in folder.read_json(folder.stage, "stage")}
-
-    tiers: list[dict[str, Any]] = []
-    counts: dict[str, DataFrame | None] = {}
-    topic_records: DataFrame | None = None  # the topic's window records: where ids sit
-    records: dict[str, DataFrame] = {}      # each id tier's window records (write-side shape)
     points = flow.points
-    for point in points:
-        tier = point.tier
-        info: dict[str, Any] = {"name": point.name, "type": tier.type}
-        if point.exact:
+    exact = [i for i, p in enumerate(points) if p.exact]
+    slot = {i: k for k, i in enumerate(exact)}  # a point's place among the id tiers
+    cached: list[DataFrame] = []
+
+    def keep(df: DataFrame) -> DataFrame:
+        cached.append(df.cache())
+        return df
+
+    try:
+        raws: list[DataFrame] = []
+        topic_slot: int | None = None
+        for i in exact:
+            tier = points[i].tier
             if isinstance(tier, KafkaTier):
-                raw = spark.read.parquet(replays["replays"][0]["path"])
-                time_col = "kafka_ts"
-            else:
-                raw = read_sql_tier(spark, tier, window)
-                time_col = "event_time"
-            if isinstance(tier, KafkaTier):
-                # the replay read a margin beyond the window: what counts, and where an
-                # unidentifiable record counts, is decided here as in the replay's summary
                 from kafka_recon.spark.replay import arrived, counted
 
+                raw = topic_records if topic_records is not None \
+                    else spark.read.parquet(replays["replays"][0]["path"])
+                # the replay read a margin beyond the window: what counts, and where an
+                # unidentifiable record counts, is decided here as in the replay's summary
                 raw = raw.where(counted(window.start, window.end, window.closes_at)
                                 | (~identifiable(raw) & arrived(window.start,
                                                                 window.closes_at)))
-            raw = raw.cache()
-            recs = window_records(raw, window.start, window.end, bucket_s).cache()
-            records[point.name] = recs
-            ids = id_counts(recs)
-            if isinstance(tier, KafkaTier) and flow.record.envelope == "debezium":
-                # a change stream: several changes of one id are one id present, not copies
-                ids = ids.withColumn("n", F.lit(1))
-            ids = ids.cache()
-            bad = unidentifiable(raw, window.start, bucket_s, time_col)
-            row = recs.agg(F.count(F.lit(1)).alias("count"),
-                           F.count_distinct("id").alias("distinct")).collect()[0]
-            info.update(count=int(row["count"]), distinct=int(row["distinct"]),
-                        buckets=_buckets(recs), exact=True)
-            n_bad = bad.count()
-            info["unidentifiable"] = n_bad
-            if n_bad:
-                cols = ["partition", "offset", "reason"] if time_col == "kafka_ts" \
-                    else ["id", "event_time"]
-                info["unidentifiable_file"] = write_ids(
-                    bad.fillna("", subset=["id"]) if time_col != "kafka_ts" else bad,
-                    folder.ids_file("unidentifiable", tier.name), cols)
-                info["unidentifiable_buckets"] = _buckets(bad.where(F.col("bucket").isNotNull()))
-            if isinstance(tier, KafkaTier):
-                topic_records = recs
-                info["partitions"] = partition_spans(recs)
-                lt = late(recs, window.end)
-                info["late"] = lt.count()
+                topic_slot = slot[i]
+            else:
+                raw = read_sql_tier(spark, tier, window)
+            raws.append(keep(raw))
+        records = [window_records(r, window.start, window.end, bucket_s) for r in raws]
+
+        # one job: every id tier's records per bucket, unidentifiable and late, and the
+        # topic's per partition
+        per_record = _tallied(reduce_union([
+            record_marks(r, k, window.start, window.end, bucket_s,
+                         "kafka_ts" if k == topic_slot else "event_time", k == topic_slot)
+            for k, r in enumerate(raws)]))
+        spans = per_record.pop(("span", topic_slot), {}) if topic_slot is not None else {}
+        # one grouping by id answers every hop between two id tiers
+        hop_at: dict[int, int] = {}
+        hop_specs: list[tuple[int, int, list[int]]] = []
+        for i in range(len(points) - 1):
+            if i in slot and i + 1 in slot:
+                hop_at[i] = len(hop_specs)
+                hop_specs.append((slot[i], slot[i + 1], [slot[j] for j in exact if j <= i]))
+        collapse = frozenset({topic_slot}) if topic_slot is not None \
+            and flow.record.envelope == "debezium" else frozenset()
+        compared = keep(compare(records, collapse)) if records else None
+        marked = marks(compared, len(records), hop_specs) if compared is not None else None
+        per_id = _tallied(marked) if marked is not None else {}
+
+        tiers: list[dict[str, Any]] = []
+        files: list[IdFile] = []
+        counts: dict[str, DataFrame | None] = {}
+        for i, point in enumerate(points):
+            info: dict[str, Any] = {"name": point.name, "type": point.tier.type}
+            if i not in slot:
+                st = staged[point.name]
+                info.update(count=st["count"], distinct=None, buckets=st.get("buckets", {}),
+                            exact=False, restarts=st.get("restarts", 0))
+                counts[point.name] = None
+                tiers.append(info)
+                continue
+            k = slot[i]
+            got = per_record.get(("record", k), {})
+            info.update(count=sum(got.values()), distinct=sum(per_id.get(("present", k),
+                                                                          {}).values()),
+                        buckets=got, exact=True)
+            bad = per_record.get(("unidentifiable", k), {})
+            info["unidentifiable"] = sum(bad.values())
+            if info["unidentifiable"]:
+                target = folder.ids_file("unidentifiable", point.tier.name)
+                unreadable = raws[k].where(~identifiable(raws[k]))
+                files.append(IdFile(target, ("partition", "offset", "reason"),
+                                    id_rows(unreadable, ["partition", "offset", "reason"],
+                                            None, "partition", "offset"))
+                             if k == topic_slot else
+                             IdFile(target, ("id", "event_time"),
+                                    id_rows(unreadable, ["id", "event_time"], "id")))
+                info["unidentifiable_file"] = str(target)
+                info["unidentifiable_buckets"] = {b: n for b, n in bad.items() if b}
+            if k == topic_slot:
+                info["partitions"] = spans
+                lt = per_record.get(("late", k), {})
+                info["late"] = sum(lt.values())
                 if info["late"]:
-                    info["late_file"] = write_ids(lt, folder.ids_file("late", tier.name),
-                                                  ["id"])
-                    info["late_buckets"] = _buckets(lt)
-            counts[point.name] = ids
-        else:
-            st = staged[point.name]
-            info.update(count=st["count"], distinct=None, buckets=st.get("buckets", {}),
-                        exact=False, restarts=st.get("restarts", 0))
-            counts[point.name] = None
-        tiers.append(info)
+                    target = folder.ids_file("late", point.tier.name)
+                    files.append(IdFile(target, ("id",), id_rows(
+                        late(records[k], window.end), ["id"], "id")))
+                    info["late_file"], info["late_buckets"] = str(target), lt
+            assert compared is not None
+            counts[point.name] = ids_of(compared, k)
+            tiers.append(info)
 
-    hops: list[dict[str, Any]] = []
-    upstream_ids: DataFrame | None = None  # ids of every exact point up to the hop's start
-    for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
-        up, down = counts[a.name], counts[b.name]
-        ta, tb = tiers[i], tiers[i + 1]
-        hop: dict[str, Any] = {"from": a.name, "to": b.name, "side": flow.side_of(a.name)}
-        if up is not None:
-            upstream_ids = up.select("id") if upstream_ids is None \
-                else upstream_ids.unionByName(up.select("id"))
-        if up is not None and down is not None and upstream_ids is not None:
-            stem = f"{a.name}__{b.name}"
-            # each feeds an id file and the per-bucket counts: computed once, not twice
-            miss = missing(up, down).cache()
-            unexp = unexpected(down, upstream_ids.distinct()).cache()
-            dup = duplicated(up, down).cache()
-            hop.update(
-                exact=True, expected=ta["distinct"], observed=tb["distinct"],
-                missing_ids=write_ids(miss, folder.ids_file("missing", stem), ["id"]),
-                unexpected_ids=write_ids(unexp, folder.ids_file("unexpected", stem), ["id"]),
-                duplicate_ids=write_ids(dup, folder.ids_file("duplicate", stem),
-                                        ["id", "extra"]),
-                buckets={"missing": _buckets(miss), "unexpected": _buckets(unexp),
-                         "duplicate": _buckets(dup, "extra"),
-                         "expected": _buckets(up), "observed": _buckets(down)},
-            )
-        else:
-            # a count-only end: compare record counts per bucket
-            keys = sorted(set(ta["buckets"]) | set(tb["buckets"]))
-            e = {k: ta["buckets"].get(k, 0) for k in keys}
-            o = {k: tb["buckets"].get(k, 0) for k in keys}
-            hop.update(exact=False, expected=ta["count"], observed=tb["count"],
-                       missing_ids=None, unexpected_ids=None, duplicate_ids=None,
-                       buckets={"missing": {k: max(0, e[k] - o[k]) for k in keys},
-                                "unexpected": {k: max(0, o[k] - e[k]) for k in keys},
-                                "duplicate": {}, "expected": e, "observed": o})
-        for key in ("missing", "unexpected", "duplicate"):
-            hop[key] = sum(hop["buckets"][key].values())
-        if hop.get("exact") and topic_records is not None \
-                and isinstance(a.tier, KafkaTier):
-            # the evidence of a consume-side cause: where the lost and re-delivered records
-            # sit in the topic (kafka_recon.result.causes reads it)
-            if hop["missing"]:
-                hop["missing_runs"] = run_summary(runs_of(miss, topic_records))
-            if hop["duplicate"]:
-                hop["duplicate_runs"] = run_summary(runs_of(dup, topic_records))
-        elif hop.get("exact") and topic_records is not None \
-                and isinstance(b.tier, KafkaTier):
-            # the write side's: the lost records' shape in the upstream's own order, and
-            # where the copies of a duplicate sit in the topic
-            if hop["missing"]:
-                hop["missing_shape"] = upstream_summary(upstream_runs(miss, records[a.name]))
-            if hop["duplicate"]:
-                hop["duplicate_runs"] = run_summary(runs_of(dup, topic_records))
-                hop["duplicate_stamps"] = copy_stamps(dup, topic_records)
-        hops.append(hop)
+        hops: list[dict[str, Any]] = []
+        for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
+            ta, tb = tiers[i], tiers[i + 1]
+            hop: dict[str, Any] = {"from": a.name, "to": b.name, "side": flow.side_of(a.name)}
+            found: dict[str, DataFrame] = {}
+            if i in hop_at:
+                k, stem = hop_at[i], f"{a.name}__{b.name}"
+                assert marked is not None
+                found = {kind: marked.where((F.col("kind") == kind) & (F.col("at") == k))
+                         for kind in ("missing", "unexpected", "duplicate")}
+                paths = {kind: folder.ids_file(kind, stem) for kind in found}
+                files += [IdFile(paths["missing"], ("id",),
+                                 id_rows(found["missing"], ["id"], "id")),
+                          IdFile(paths["unexpected"], ("id",),
+                                 id_rows(found["unexpected"], ["id"], "id")),
+                          IdFile(paths["duplicate"], ("id", "extra"),
+                                 id_rows(found["duplicate"].withColumnRenamed("value", "extra"),
+                                         ["id", "extra"], "id", "extra"))]
+                hop.update(
+                    exact=True, expected=ta["distinct"], observed=tb["distinct"],
+                    missing_ids=str(paths["missing"]), unexpected_ids=str(paths["unexpected"]),
+                    duplicate_ids=str(paths["duplicate"]),
+                    buckets={"missing": per_id.get(("missing", k), {}),
+                             "unexpected": per_id.get(("unexpected", k), {}),
+                             "duplicate": per_id.get(("duplicate", k), {}),
+                             "expected": per_id.get(("present", slot[i]), {}),
+                             "observed": per_id.get(("present", slot[i + 1]), {})})
+            else:
+                # a count-only end: compare record counts per bucket
+                keys = sorted(set(ta["buckets"]) | set(tb["buckets"]))
+                e = {x: ta["buckets"].get(x, 0) for x in keys}
+                o = {x: tb["buckets"].get(x, 0) for x in keys}
+                hop.update(exact=False, expected=ta["count"], observed=tb["count"],
+                           missing_ids=None, unexpected_ids=None, duplicate_ids=None,
+                           buckets={"missing": {x: max(0, e[x] - o[x]) for x in keys},
+                                    "unexpected": {x: max(0, o[x] - e[x]) for x in keys},
+                                    "duplicate": {}, "expected": e, "observed": o})
+            for key in ("missing", "unexpected", "duplicate"):
+                hop[key] = sum(hop["buckets"][key].values())
+            if i in hop_at and topic_slot is not None:
+                _evidence(hop, a, b, found, records[topic_slot], records[slot[i]])
+            hops.append(hop)
+        # every id file of every hop and tier, in one job
+        write_id_files(spark, files, folder.path / ".ids.parts")
 
-    name_ids_across_counts(points, counts, hops, folder)
-    aggregates: dict[str, Any] = {"tiers": tiers, "hops": hops}
-    gone = retention_split(flow, window, replays, counts, folder)
-    if gone:
-        aggregates["retention"] = gone
-    folder.write_json(folder.aggregates, aggregates)
-    return aggregates
+        name_ids_across_counts(points, counts, hops, folder)
+        aggregates: dict[str, Any] = {"tiers": tiers, "hops": hops}
+        gone = retention_split(flow, window, replays, counts, folder)
+        if gone:
+            aggregates["retention"] = gone
+        folder.write_json(folder.aggregates, aggregates)
+        return aggregates
+    finally:
+        for df in cached:
+            df.unpersist()
+
+
+def _evidence(hop: dict[str, Any], a: Point, b: Point, found: dict[str, DataFrame],
+              topic: DataFrame, upstream: DataFrame) -> None:
+    """The evidence of a cause, for a hop with findings (kafka_recon.result.causes reads it):
+    on the consume side, where the lost and re-delivered records sit in the topic; on the write
+    side, the lost records' shape in the upstream's own order, and where the copies of a
+    duplicate sit in the topic and under which timestamps."""
+    from kafka_recon.config import KafkaTier
+
+    if isinstance(a.tier, KafkaTier):
+        if hop["missing"]:
+            hop["missing_runs"] = run_summary(runs_of(found["missing"], topic))
+        if hop["duplicate"]:
+            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], topic))
+    elif isinstance(b.tier, KafkaTier):
+        if hop["missing"]:
+            hop["missing_shape"] = upstream_summary(upstream_runs(found["missing"], upstream))
+        if hop["duplicate"]:
+            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], topic))
+            hop["duplicate_stamps"] = copy_stamps(found["duplicate"], topic)
+
+
+def reduce_union(frames: list[DataFrame]) -> DataFrame:
+    from functools import reduce
+
+    return reduce(lambda x, y: x.unionByName(y), frames)
+
+
+def _tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
+    """Marks tallied, a few rows to the driver: {(kind, at): {bucket: n}} (a null bucket as
+    ''); for `span` marks {(kind, at): {partition: {records, first_offset, last_offset}}}."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in tally(marked).collect():
+        into = out.setdefault((r["kind"], int(r["at"])), {})
+        if r["kind"] == "span":
+            into[str(r["part"])] = {"records": int(r["n"]),
+                                    "first_offset": int(r["first_offset"]),
+                                    "last_offset": int(r["last_offset"])}
+        else:
+            bucket = r["bucket"].strftime("%Y-%m-%dT%H:%M:%SZ") if r["bucket"] else ""
+            into[bucket] = int(r["n"] or 0)
+    return out

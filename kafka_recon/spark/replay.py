@@ -4,9 +4,10 @@ The `spark-submit` entry point is `spark_jobs/replay.py`; this module is the ste
 
 Each replay reads the offsets found by timestamp (window start .. window end + grace) with the
 official Spark Kafka source under its own group id prefix; Spark's batch Kafka source never
-commits offsets, so production consumer groups are never touched. Each replay's records
-(id, event time, partition, offset, Kafka timestamp) are written to `replays/rN/` (Parquet) for
-the reconcile step; only one summary row per replay reaches the driver.
+commits offsets, so production consumer groups are never touched. The first replay's records
+(id, event time, partition, offset, Kafka timestamp) are cached for the reconcile step, which
+runs in the same Spark application (and written to `replays/r1/`, Parquet, when the steps run
+as two); only one summary row per replay reaches the driver.
 """
 
 from __future__ import annotations
@@ -236,8 +237,17 @@ def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, reco
 
 
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
-        replays_wanted: int | None = None) -> dict[str, Any]:
-    """Replay the window `replays_wanted` times (default: the flow's count) into the folder."""
+        replays_wanted: int | None = None, keep_records: bool = True
+        ) -> tuple[dict[str, Any], DataFrame]:
+    """Replay the window `replays_wanted` times (default: the flow's count).
+
+    Returns what replays.json holds and the first replay's records, cached: the reconcile step
+    of the same application reads them from memory. Each replay is one pass over Kafka: the
+    first caches its records as it summarises them; later ones only summarise (count,
+    distinct, fingerprint), which is all the check between replays needs. `keep_records` also
+    writes the first replay's records to `replays/r1/` (Parquet), for a reconcile step run as
+    another application, or to look at.
+    """
     from kafka_recon.sources.kafka_client import endpoint
     from kafka_recon.sources.topic import (
         GROUP_PREFIX,
@@ -262,18 +272,25 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     starting, ending = spark_offsets(tier.topic, read)
     schemas = window_schemas(spark, ep, tier, flow.record, starting, ending)
     replays = []
+    first: DataFrame | None = None
     for i in range(1, (replays_wanted or flow.replays) + 1):
         group = f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
         raw = read_window(spark, ep, tier.topic, starting, ending, group,
                           tier.isolation_level)
-        target = folder.replay_dir(i)
-        # overwrite: re-running the window replaces this replay
-        extract_records(raw, flow.record, schemas) \
-            .write.mode("overwrite").parquet(str(target))
-        # an aggregate always yields exactly one row
-        row = summarize(spark.read.parquet(str(target)), window.start, window.end,
-                        window.closes_at, flow.disorder).collect()[0]
-        replays.append({"group": group, "path": str(target), **row.asDict()})
+        records = extract_records(raw, flow.record, schemas)
+        if first is None:
+            first = records = records.cache()
+        # an aggregate always yields exactly one row; the first one fills the cache too
+        row = summarize(records, window.start, window.end, window.closes_at,
+                        flow.disorder).collect()[0]
+        entry: dict[str, Any] = {"group": group, **row.asDict()}
+        if i == 1 and keep_records:
+            target = folder.replay_dir(i)
+            # overwrite: re-running the window replaces this replay
+            records.write.mode("overwrite").parquet(str(target))
+            entry["path"] = str(target)
+        replays.append(entry)
+    assert first is not None  # a flow replays at least once (config)
     out = {
         "tier": tier.name,
         "offsets": as_json(ranges),
@@ -284,5 +301,4 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         "replays": replays,
     }
     folder.write_json(folder.replays, out)
-    return out
-
+    return out, first

@@ -114,7 +114,9 @@ def test_id_files_are_rfc_4180_and_read_back_to_the_exact_ids(spark: SparkSessio
                                                                tmp_path: Path) -> None:
     df = spark.createDataFrame([(i,) for i in TRICKY], StructType([StructField("id",
                                                                                StringType())]))
-    path = Path(write_ids(df, tmp_path / "missing" / "a__b.csv", ["id"]))
+    from kafka_recon.runfolder import RunFolder
+
+    path = Path(write_ids(df, tmp_path / "missing" / "a__b.csv", RunFolder(tmp_path)))
     with path.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
     assert rows[0] == ["id"]

@@ -59,7 +59,17 @@ def table(spark: SparkSession, rows: list[tuple[str | None, datetime | None]]) -
 
 
 def counts(spark: SparkSession, rows: list[tuple[str | None, datetime | None]]) -> DataFrame:
-    return R.id_counts(R.window_records(table(spark, rows), START, END, HOUR))
+    """(id, n, bucket) of one id tier, as the reconcile step derives it from the comparison."""
+    return R.ids_of(R.compare([R.window_records(table(spark, rows), START, END, HOUR)]), 0)
+
+
+def compared(spark: SparkSession, *tiers: list[tuple[str | None, datetime | None]]
+             ) -> DataFrame:
+    return R.compare([R.window_records(table(spark, t), START, END, HOUR) for t in tiers])
+
+
+def marked(df: DataFrame, kind: str, at: int, *cols: str) -> list[tuple]:
+    return ids(df.where((df.kind == kind) & (df.at == at)), *cols)
 
 
 def ids(df: DataFrame, *cols: str) -> list[tuple]:
@@ -73,23 +83,37 @@ def test_missing_is_an_exact_anti_join(spark: SparkSession) -> None:
     assert ids(R.missing(down, up)) == []
 
 
-def test_unexpected_is_downstream_with_no_upstream_in_any_tier(spark: SparkSession) -> None:
-    db = counts(spark, [("1", at(1)), ("2", at(2))])
-    topic = counts(spark, [("1", at(1))])
-    sink = counts(spark, [("1", at(1)), ("2", at(2)), ("x", at(3))])
-    upstream = db.select("id").unionByName(topic.select("id")).distinct()
-    # 2 skipped the topic but came from the db: not unexpected; x came from nowhere
-    assert ids(R.unexpected(sink, upstream)) == [("x",)]
-
-
-def test_duplicate_belongs_to_the_tier_where_it_first_appears(spark: SparkSession) -> None:
-    db = counts(spark, [("1", at(1)), ("2", at(2)), ("3", at(3))])
-    topic = counts(spark, [("1", at(1)), ("1", at(1)), ("2", at(2)), ("3", at(3))])
-    sink = counts(spark, [("1", at(1)), ("1", at(1)), ("2", at(2)), ("3", at(3)),
-                          ("3", at(3)), ("3", at(3))])
-    assert ids(R.duplicated(db, topic), "id", "extra") == [("1", 1)]
+def test_one_comparison_marks_every_hops_missing_unexpected_and_duplicate_ids(
+        spark: SparkSession) -> None:
+    db = [(str(i), at(i)) for i in range(1, 6)]
+    topic = [("1", at(1)), ("1", at(1)), ("2", at(2)), ("3", at(3)), ("5", at(5))]
+    sink = [("1", at(1)), ("1", at(1)), ("2", at(2)), ("3", at(3)), ("3", at(3)),
+            ("3", at(3)), ("x", at(70)), ("4", at(4))]
+    # hops: db -> topic (0 -> 1), topic -> sink (1 -> 2, every id tier before it: 0 and 1)
+    m = R.marks(compared(spark, db, topic, sink), 3, [(0, 1, [0]), (1, 2, [0, 1])]).cache()
+    assert marked(m, "missing", 0) == [("4",)]
+    assert marked(m, "missing", 1) == [("5",)]
+    # 4 skipped the topic but came from the db: not unexpected; x came from nowhere
+    assert marked(m, "unexpected", 1) == [("x",)]
+    assert marked(m, "unexpected", 0) == []
+    assert marked(m, "duplicate", 0, "id", "value") == [("1", 1)]
     # 1 is twice in topic and sink alike: the topic's duplicate, not the sink's
-    assert ids(R.duplicated(topic, sink), "id", "extra") == [("3", 2)]
+    assert marked(m, "duplicate", 1, "id", "value") == [("3", 2)]
+    assert marked(m, "present", 2) == [("1",), ("2",), ("3",), ("4",), ("x",)]
+    # each in the bucket of its own tier: x, from nowhere, in the sink's
+    got = {(r["kind"], r["at"], r["bucket"]): r["n"] for r in R.tally(m).collect()}
+    hour = START.replace(tzinfo=None)
+    assert got[("unexpected", 1, hour + timedelta(hours=1))] == 1
+    assert got[("duplicate", 1, hour)] == 2 and got[("present", 0, hour)] == 5
+
+
+def test_a_change_stream_counts_an_id_once_however_many_changes_carry_it(
+        spark: SparkSession) -> None:
+    db = [("1", at(1)), ("2", at(2))]
+    changes = [("1", at(1)), ("1", at(2)), ("1", at(3)), ("2", at(2))]
+    wide = R.compare([R.window_records(table(spark, t), START, END, HOUR)
+                      for t in (db, changes)], collapse=frozenset({1}))
+    assert marked(R.marks(wide, 2, [(0, 1, [0])]), "duplicate", 0) == []
 
 
 def test_bucket_edges_belong_to_the_later_bucket(spark: SparkSession) -> None:
@@ -115,11 +139,43 @@ def test_late_is_a_window_record_that_arrived_after_the_end(spark: SparkSession)
     assert ids(R.late(recs, END)) == [("late",)]
 
 
-def test_unidentifiable_records_are_kept_with_partition_and_offset(spark: SparkSession) -> None:
+def test_records_are_tallied_per_bucket_with_the_unidentifiable_and_the_late(
+        spark: SparkSession) -> None:
     rows = [("1", at(1), 0, 10, at(1)), (None, at(2), 1, 11, at(2)),
-            ("3", None, 2, 12, at(3))]
-    bad = R.unidentifiable(spark.createDataFrame(rows, TOPIC), START, HOUR, "kafka_ts")
-    assert ids(bad, "partition", "offset") == [(1, 11), (2, 12)]
+            ("3", None, 2, 12, at(3)), ("4", at(61), 0, 13, END + timedelta(minutes=2)),
+            ("5", END + timedelta(minutes=1), 0, 14, END + timedelta(minutes=1))]
+    m = R.record_marks(spark.createDataFrame(rows, TOPIC), 1, START, END, HOUR, "kafka_ts",
+                       is_topic=True)
+    got = {(r["kind"], r["bucket"], r["part"]): (r["n"], r["first_offset"], r["last_offset"])
+           for r in R.tally(m).collect()}
+    hour = START.replace(tzinfo=None)
+    assert {k: v[0] for k, v in got.items()} == {
+        ("record", hour, None): 1, ("record", hour + timedelta(hours=1), None): 1,
+        ("unidentifiable", hour, None): 2, ("late", hour + timedelta(hours=1), None): 1,
+        ("span", None, 0): 2}
+    assert got[("span", None, 0)] == (2, 10, 13)  # the window's records of partition 0
+
+
+def test_id_files_are_rfc4180_sorted_with_a_header_each_written_in_one_job(
+        spark: SparkSession, tmp_path: Path) -> None:
+    import csv
+
+    odd = ["b", "a,1", 'say "hi"', "two\nlines", " padded ", "10", "9"]
+    many = [str(i) for i in range(3000)]
+    files = [R.IdFile(tmp_path / "missing" / "x.csv", ("id",),
+                      R.id_rows(table(spark, [(i, at(1)) for i in odd]), ["id"], "id")),
+             R.IdFile(tmp_path / "missing" / "y.csv", ("id",),
+                      R.id_rows(table(spark, [(i, at(1)) for i in many]).repartition(7),
+                                ["id"], "id")),
+             R.IdFile(tmp_path / "missing" / "empty.csv", ("id",),
+                      R.id_rows(table(spark, []), ["id"], "id"))]
+    R.write_id_files(spark, files, tmp_path / ".scratch")
+    with (tmp_path / "missing" / "x.csv").open(newline="", encoding="utf-8") as fh:
+        assert [r["id"] for r in csv.DictReader(fh)] == sorted(odd)
+    with (tmp_path / "missing" / "y.csv").open(newline="", encoding="utf-8") as fh:
+        assert [r["id"] for r in csv.DictReader(fh)] == sorted(many)
+    assert (tmp_path / "missing" / "empty.csv").read_text() == "id\n"
+    assert not (tmp_path / ".scratch").exists()
 
 
 def test_extract_records_reads_json_paths_and_keeps_unreadable_values(
