@@ -1,4 +1,4 @@
-"""What both spark-submit entry points share: the arguments, and the call into the package."""
+"""What the spark-submit entry points share: the arguments, and the call into the package."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def main(step: str, description: str, argv: list[str] | None = None) -> int:
     p.add_argument("--start", required=True, help="window start, ISO 8601")
     p.add_argument("--end", required=True, help="window end, ISO 8601")
     p.add_argument("--out", required=True, type=Path, help="the run folder")
-    if step == "replay":
+    if step in ("replay", "replay_reconcile"):
         p.add_argument("--replays", type=int, default=None,
                        help="override the flow's replay count")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)

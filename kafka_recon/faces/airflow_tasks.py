@@ -6,7 +6,7 @@ window and options come from, which are Jinja templates rendered when each task 
 bodies import the orchestration lazily: parsing a DAG file stays free of I/O and of pyspark,
 pandas and great_expectations.
 
-    begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic >> replay >> reconcile
+    begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic >> replay_reconcile
       >> validate >> report (all done) >> [history, notify] (all done) >> verdict (all done)
 
 `begin` holds the window's run folder for this DAG run (a second run of the same window, daily
@@ -91,7 +91,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
 def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
     app_args = ["--config", args.config, "--flow", args.flow, "--start", args.start,
                 "--end", args.end, "--out", "{{ ti.xcom_pull(task_ids='stage_topic') }}"]
-    if args.replays is not None and step == "replay":
+    if args.replays is not None and step in ("replay", "replay_reconcile"):
         app_args += ["--replays", args.replays]
     return ReconSparkSubmitOperator(
         task_id=step,
@@ -207,11 +207,13 @@ def wire_run(args: RunArgs, staged: Any) -> None:
     """Everything after staging; `staged` is the task(s) that staged the upstream tiers."""
     w = {"flow": args.flow, "start": args.start, "end": args.end}
     topic = stage_topic(**w)
-    replay, reconciled = spark_job("replay", args), spark_job("reconcile", args)
+    # steps 2 and 3 in one Spark application: the replay's records stay in memory for the
+    # reconcile (two spark-submits would pay a second Spark start and a Parquet round trip)
+    compared = spark_job("replay_reconcile", args)
     reported = report(**w)
     recorded = history(**w)
     notified = notify(**w, email=args.email)
-    staged >> topic >> replay >> reconciled >> validate(**w) >> reported
+    staged >> topic >> compared >> validate(**w) >> reported
     reported >> [recorded, notified] >> verdict(**w)
 
 

@@ -112,7 +112,7 @@ def test_a_window_that_ends_before_it_starts_fails_its_check_task_with_the_reaso
     assert done["state"] == "failed"
     states = _task_states(stack, run["dag_run_id"])
     assert states["check"] == "failed"
-    assert states["replay"] == "upstream_failed"
+    assert states["replay_reconcile"] == "upstream_failed"
     code, log = stack.airflow.api(
         "GET", f"/dags/recon_adhoc/dagRuns/{run['dag_run_id']}/taskInstances/check/logs/1")
     assert code == 200, log
@@ -138,7 +138,7 @@ def test_adhoc_run_triggered_through_the_rest_api_mails_owners_and_records_histo
     # findings beyond tolerance: the run is red, and every step that tells people still ran
     assert done["state"] == "failed", states
     assert states == {"check": "success", "stage_tier": ["success", "success"],
-                      "stage_topic": "success", "replay": "success", "reconcile": "success",
+                      "stage_topic": "success", "replay_reconcile": "success",
                       "validate": "failed", "report": "success", "history": "success",
                       "notify": "success", "verdict": "failed"}
 

@@ -100,7 +100,7 @@ def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
     assert (loss["hop"], loss["count"]) == ("topic->sink", len(LOST))
 
     log = (dag.work / "first.log").read_text()
-    assert "Spark-Submit cmd" in log and "kafka-recon-reconcile-f" in log
+    assert "Spark-Submit cmd" in log and "kafka-recon-replay_reconcile-f" in log
     assert result["tiers"][1]["count"] == 40, "the replay read the topic over SASL_SSL"
     for secret in (dag.password, USERS["recon"]):
         leaks = _files_holding(dag.work / "airflow" / "logs", secret) + \

@@ -45,7 +45,7 @@ def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -
 def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
                                                                              ) -> None:
     dag = dagbag["dags"]["recon__orders"]
-    assert dag["tasks"] == ["begin", "history", "notify", "reconcile", "replay", "report",
+    assert dag["tasks"] == ["begin", "history", "notify", "replay_reconcile", "report",
                             "stage__collector", "stage__orders_db", "stage__warehouse",
                             "stage_topic", "validate", "verdict"]
     assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
@@ -105,7 +105,7 @@ def _normalized(cmd: list[str]) -> list[str]:
 
 def test_rendered_spark_submit_commands_match_the_snapshot(dagbag: dict) -> None:
     got = {f"{d}.{t}": _normalized(dagbag["dags"][d]["rendered"][t]["spark_submit"])
-           for d in ("recon__orders", "recon_adhoc") for t in ("replay", "reconcile")}
+           for d in ("recon__orders", "recon_adhoc") for t in ("replay_reconcile",)}
     if os.environ.get("KAFKA_RECON_UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(json.dumps(got, indent=2) + "\n")
     assert got == json.loads(SNAPSHOT.read_text()), (
