@@ -65,7 +65,7 @@ def _rss_kb(pid: int) -> tuple[str, int]:
 
 
 def measured(cmd: list[str], env: dict[str, str] | None = None,
-             timeout: float = 3600) -> dict[str, Any]:
+             timeout: float = 3600, ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
     """Run cmd; wall seconds and the peak resident memory of each program in its tree."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -87,10 +87,10 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
     stop.set()
     t.join()
     seconds = time.monotonic() - t0
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err[-3000:]}")
     return {"seconds": seconds, "peak_rss_mb": {k: round(v / 1024, 1) for k, v in peak.items()},
-            "stdout": out, "returncode": proc.returncode}
+            "stdout": out, "stderr": err[-2000:], "returncode": proc.returncode}
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -179,8 +179,11 @@ flows:
 
 # ------------------------------------------------------------------ the readers
 def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: datetime,
-            master: str) -> dict[str, list[str]]:
+            master: str, before: Path | None) -> dict[str, list[str]]:
     env_py = [str(VENV_BIN / "python")]
+    recon = [*env_py, "-m", "kafka_recon", "run", "--config", str(work / "flows.yaml"),
+             "--flow", "bench", "--start", start.isoformat(), "--end", end.isoformat(),
+             "--master", master]
     out = {
         "a_kafka_consumer_perf": [
             java_binary(), "-Xmx1g", "-cp", kafka_classpath(),
@@ -190,10 +193,7 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
         "b_plain_python": [*env_py, "-m", "bench.plain_consumer", "--bootstrap", bootstrap,
                            "--topic", TOPIC, "--upstream", str(work / "upstream.db"),
                            "--out", str(work / "plain-missing-{run}.csv")],
-        "d_kafka_recon": [str(VENV_BIN / "kafka-recon"), "run", "--config",
-                          str(work / "flows.yaml"), "--flow", "bench", "--start",
-                          start.isoformat(), "--end", end.isoformat(), "--out",
-                          str(work / "run-{run}"), "--master", master],
+        "d_kafka_recon": [*recon, "--out", str(work / "run-{run}")],
         "e_quick_estimate": [*env_py, "-c",
                              "import sys,time;from kafka_recon.sources.topic import window_offsets;"
                              "from kafka_recon.sources.kafka_client import KafkaEndpoint;"
@@ -203,7 +203,15 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
                              "print(sum(x.end-x.start for x in r), time.monotonic()-t)",
                              bootstrap, TOPIC, str(int(start.timestamp() * 1000)),
                              str(int((end + timedelta(minutes=10)).timestamp() * 1000))],
+        "f_duckdb_script": [*env_py, "-m", "bench.duckdb_reader", "--bootstrap", bootstrap,
+                            "--topic", TOPIC, "--upstream", str(work / "upstream.db"),
+                            "--sink", str(work / "sink.db"), "--start", start.isoformat(),
+                            "--end", end.isoformat(), "--out", str(work / "duckdb-{run}")],
     }
+    if before is not None:
+        # the same command on the code before this change: its checkout first on the path
+        out["g_kafka_recon_before"] = [f"PYTHONPATH={before}", *recon,
+                                       "--out", str(work / "before-{run}")]
     if shutil.which("kcat"):
         out["c_kcat"] = ["sh", "-c", f"kcat -C -b {bootstrap} -t {TOPIC} -e -q -f '%o\\n' | "
                                      "wc -l"]
@@ -211,7 +219,7 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
 
 
 def bench(n: int, repeats: int, master: str, base: Path,
-          only: set[str] | None = None) -> dict[str, Any]:
+          only: set[str] | None = None, before: Path | None = None) -> dict[str, Any]:
     work = base / f"n{n}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -222,45 +230,80 @@ def bench(n: int, repeats: int, master: str, base: Path,
         facts = fill(work, kafka.bootstrap, n, start)
         (work / "flows.yaml").write_text(FLOW.format(work=work, bootstrap=kafka.bootstrap,
                                                      topic=TOPIC))
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO_ROOT)}
-        results: dict[str, Any] = {}
-        for name, cmd in readers(work, kafka.bootstrap, facts["records_in_topic"], start, end,
-                                 master).items():
-            if only and name.split("_")[0] not in only:
-                continue
-            runs = []
-            for r in range(repeats):
-                m = measured([c.replace("{run}", f"{name}-{r}") for c in cmd], env=env)
-                runs.append(m)
+        base_env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+                    "PYTHONPATH": str(REPO_ROOT)}
+        chosen = {name: cmd for name, cmd in readers(
+            work, kafka.bootstrap, facts["records_in_topic"], start, end, master,
+            before).items() if not only or name.split("_")[0] in only}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
+        # interleaved (a, b, ..., a, b, ...): the machine's drift falls on every reader alike
+        for r in range(repeats):
+            for name, cmd in chosen.items():
+                env = dict(base_env)
+                argv = [c.replace("{run}", f"{name}-{r}") for c in cmd]
+                while argv and argv[0].startswith("PYTHONPATH="):
+                    env["PYTHONPATH"] = argv.pop(0).split("=", 1)[1]
+                # kafka-recon exits 1 for a run with findings
+                m = measured(argv, env=env, ok=(0, 1) if "kafka_recon" in argv else (0,))
+                if name in ("d_kafka_recon", "g_kafka_recon_before"):
+                    m["timings"] = _timings(work / argv[argv.index("--out") + 1])
+                runs[name].append(m)
                 print(f"n={n} {name} run {r + 1}: {m['seconds']:.2f}s {m['peak_rss_mb']}",
                       flush=True)
-            secs = [m["seconds"] for m in runs]
+        results: dict[str, Any] = {}
+        for name, ms in runs.items():
+            secs = [m["seconds"] for m in ms]
             results[name] = {
                 "seconds": summary(secs),
                 "records_per_second": round(facts["records_in_topic"]
                                             / statistics.median(secs)),
-                "peak_rss_mb": {k: max(m["peak_rss_mb"].get(k, 0) for m in runs)
-                                for k in runs[-1]["peak_rss_mb"]},
-                "last_stdout": runs[-1]["stdout"][-400:],
+                "peak_rss_mb": {k: max(m["peak_rss_mb"].get(k, 0) for m in ms)
+                                for k in ms[-1]["peak_rss_mb"]},
+                "last_stdout": ms[-1]["stdout"][-400:],
+                **({"timings": [m["timings"] for m in ms]} if "timings" in ms[-1] else {}),
             }
-        if {"b_plain_python", "d_kafka_recon"} <= set(results):
-            results["same_answer"] = same_answer(work, repeats)
+        results["same_answer"] = same_answer(work, repeats, set(runs))
         return {"records": n, "data": facts, "results": results}
     finally:
         kafka.stop()
 
 
-def same_answer(work: Path, repeats: int) -> dict[str, Any]:
-    """Do the plain script and kafka-recon name the same missing ids (upstream -> topic)?"""
+def _timings(run: Path) -> dict[str, Any]:
+    path = run / "timings.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+ID_FILES = [f"{kind}/{hop}.csv" for hop in ("upstream__topic", "topic__sink")
+            for kind in ("missing", "unexpected", "duplicate")]
+
+
+def same_answer(work: Path, repeats: int, ran: set[str]) -> dict[str, Any]:
+    """Does every reader that answers name the same ids as kafka-recon, in every id file (the
+    plain script answers one: the ids missing upstream -> topic)?"""
     import csv
 
-    def ids(path: Path) -> set[str]:
-        with path.open() as fh:
-            return {row["id"] for row in csv.DictReader(fh)}
+    def rows(path: Path) -> set[tuple[str, ...]]:
+        with path.open(newline="") as fh:
+            return {tuple(r) for r in list(csv.reader(fh))[1:]}
 
-    plain = ids(work / f"plain-missing-b_plain_python-{repeats - 1}.csv")
-    ours = ids(work / f"run-d_kafka_recon-{repeats - 1}" / "missing" / "upstream__topic.csv")
-    return {"plain": len(plain), "kafka_recon": len(ours), "equal": plain == ours}
+    last = repeats - 1
+    ours = work / f"run-d_kafka_recon-{last}"
+    if "d_kafka_recon" not in ran:
+        return {}
+    out: dict[str, Any] = {}
+    others = {"f_duckdb_script": work / f"duckdb-f_duckdb_script-{last}",
+              "g_kafka_recon_before": work / f"before-g_kafka_recon_before-{last}"}
+    for name, folder in others.items():
+        if name in ran:
+            diff = [f for f in ID_FILES if rows(folder / f) != rows(ours / f)]
+            out[name] = {"files": len(ID_FILES), "differ": diff, "equal": not diff}
+    if "b_plain_python" in ran:
+        plain = {r[0] for r in rows(work / f"plain-missing-b_plain_python-{last}.csv")}
+        mine = {r[0] for r in rows(ours / "missing" / "upstream__topic.csv")}
+        out["b_plain_python"] = {"files": 1, "equal": plain == mine,
+                                 "differ": [] if plain == mine else ["missing/upstream__topic"]}
+    out["all_equal"] = all(v["equal"] for v in out.values())
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,15 +313,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results.json")
-    p.add_argument("--readers", default="a,b,c,d,e",
-                   help="which to run: a kafka perf, b plain python, c kcat, d us, e estimate")
+    p.add_argument("--readers", default="a,b,c,d,e,f",
+                   help="which to run: a kafka perf, b plain python, c kcat, d us, e estimate, "
+                        "f the DuckDB script, g us before (with --before)")
+    p.add_argument("--before", type=Path,
+                   help="a checkout of the code to compare with (git worktree), run as g")
     p.add_argument("--keep", action="store_true", help="keep the topic and tables afterwards")
     a = p.parse_args(argv)
-    run = bench(a.records, a.repeats, a.master, a.work, set(a.readers.split(",")))
+    only = set(a.readers.split(","))
+    if a.before:
+        only.add("g")
+    run = bench(a.records, a.repeats, a.master, a.work, only, a.before)
     r = run["results"]
     rps = {k.split("_")[0]: v["records_per_second"] for k, v in r.items() if "_" in k
            and isinstance(v, dict) and "records_per_second" in v}
-    run["ratios"] = {f"d_over_{x}": round(rps["d"] / rps[x], 3) for x in ("a", "b")
+    run["ratios"] = {f"d_over_{x}": round(rps["d"] / rps[x], 3) for x in ("a", "b", "f", "g")
                      if "d" in rps and x in rps}
     if not a.keep:
         shutil.rmtree(a.work / f"n{a.records}", ignore_errors=True)
@@ -288,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     a.out.write_text(json.dumps(run, indent=2))
     print(json.dumps({"ratios": run["ratios"], "same_answer": r.get("same_answer")}, indent=2))
+    if r.get("same_answer") and not r["same_answer"]["all_equal"]:
+        print("bench: the readers do not give the same answer (see same_answer)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
