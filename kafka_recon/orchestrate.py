@@ -268,6 +268,7 @@ def replay_and_reconcile(run: Run, spark: SparkSession, replays: int | None = No
         clock.lap("reconcile")
         return result
     finally:
+        clock.stop_counting()
         records.unpersist()
 
 
@@ -369,6 +370,10 @@ class Stopwatch:
             seen = len(self._spark.sparkContext.statusTracker()
                        .getJobIdsForGroup(self._group))
             self.jobs[name], self._seen = seen - self._seen, seen
+
+    def stop_counting(self) -> None:
+        """The Spark steps are over (their session may stop): later laps count no jobs."""
+        self._spark = None
 
     def as_json(self) -> dict[str, Any]:
         return {**self.laps, "spark_jobs": {**self.jobs, "total": sum(self.jobs.values())}}

@@ -12,6 +12,7 @@ turns them into the result.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -191,19 +192,24 @@ def per_bucket(df: DataFrame, value: str | None = None) -> DataFrame:
     return df.groupBy("bucket").agg(agg.alias("n"))
 
 
-def runs_of(marked: DataFrame, topic_records: DataFrame) -> DataFrame:
-    """Where in the topic the marked ids sit, as runs: (partition, first_offset, last_offset,
-    records, first_ts, last_ts), a run being consecutive window records of one partition.
+def rank_topic(topic_records: DataFrame) -> DataFrame:
+    """The topic's window records with their rank by offset among their partition's: offsets
+    skipped by transaction markers or compaction then do not split a run."""
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
 
-    Records are ranked by offset among the window's records of their partition, so offsets
-    skipped by transaction markers or compaction do not split a run; an id at several offsets
-    (a topic duplicate) marks each.
+    return topic_records.select("id", "partition", "offset", "kafka_ts", "event_time").withColumn(
+        "rank", F.row_number().over(W.partitionBy("partition").orderBy("offset")))
+
+
+def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
+    """Where in the topic the marked ids sit, as runs: (partition, first_offset, last_offset,
+    records, first_ts, last_ts), a run being consecutive window records of one partition
+    (`ranked`: `rank_topic`'s). An id at several offsets (a topic duplicate) marks each.
     """
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    ranked = topic_records.select("id", "partition", "offset", "kafka_ts").withColumn(
-        "rank", F.row_number().over(W.partitionBy("partition").orderBy("offset")))
     hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
     island = F.col("rank") - F.row_number().over(W.partitionBy("partition").orderBy("rank"))
     return (hit.withColumn("island", island).groupBy("partition", "island")
@@ -237,17 +243,19 @@ def upstream_summary(runs: DataFrame) -> dict[str, Any]:
     """The runs' totals, how many are single records, their time span, and the largest."""
     from pyspark.sql import functions as F
 
+    runs = runs.cache()  # a few rows, read twice
     t = runs.agg(F.count(F.lit(1)).alias("runs"), F.sum("records").alias("records"),
                  F.sum(F.when(F.col("records") == 1, 1).otherwise(0)).alias("singles"),
                  F.min("first_time").alias("first_time"),
                  F.max("last_time").alias("last_time")).collect()[0]
-    largest = runs.orderBy(F.desc("records"), "first_time").limit(MAX_RUNS)
+    largest = runs.orderBy(F.desc("records"), "first_time").limit(MAX_RUNS).collect()
+    runs.unpersist()
     return {"runs": int(t["runs"]), "records": int(t["records"] or 0),
             "singles": int(t["singles"] or 0), "first_time": _iso(t["first_time"]),
             "last_time": _iso(t["last_time"]),
             "largest": [{"first_id": str(r["first_id"]), "last_id": str(r["last_id"]),
                          "records": int(r["records"]), "first_time": _iso(r["first_time"]),
-                         "last_time": _iso(r["last_time"])} for r in largest.collect()]}
+                         "last_time": _iso(r["last_time"])} for r in largest]}
 
 
 def copy_stamps(dup: DataFrame, topic_records: DataFrame) -> dict[str, int]:
@@ -275,15 +283,18 @@ def run_summary(runs: DataFrame) -> dict[str, Any]:
     """The runs' totals and the largest of them (at most MAX_RUNS rows to the driver)."""
     from pyspark.sql import functions as F
 
+    runs = runs.cache()  # a few rows, read twice
     totals = runs.agg(F.count(F.lit(1)).alias("runs"), F.sum("records").alias("records"),
                       F.count_distinct("partition").alias("partitions")).collect()[0]
-    largest = runs.orderBy(F.desc("records"), "partition", "first_offset").limit(MAX_RUNS)
+    largest = runs.orderBy(F.desc("records"), "partition", "first_offset").limit(MAX_RUNS) \
+        .collect()
+    runs.unpersist()
     return {"runs": int(totals["runs"]), "records": int(totals["records"] or 0),
             "partitions": int(totals["partitions"]),
             "largest": [{"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
                          "last_offset": int(r["last_offset"]), "records": int(r["records"]),
                          "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])}
-                        for r in largest.collect()]}
+                        for r in largest]}
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -582,6 +593,14 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             counts[point.name] = ids_of(compared, k)
             tiers.append(info)
 
+        ranks: list[DataFrame] = []
+
+        def ranked() -> DataFrame:
+            if not ranks:
+                assert topic_slot is not None
+                ranks.append(keep(rank_topic(records[topic_slot])))
+            return ranks[0]
+
         hops: list[dict[str, Any]] = []
         for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
             ta, tb = tiers[i], tiers[i + 1]
@@ -622,7 +641,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             for key in ("missing", "unexpected", "duplicate"):
                 hop[key] = sum(hop["buckets"][key].values())
             if i in hop_at and topic_slot is not None:
-                _evidence(hop, a, b, found, records[topic_slot], records[slot[i]])
+                _evidence(hop, a, b, found, ranked, records[slot[i]])
             hops.append(hop)
         # every id file of every hop and tier, in one job
         write_id_files(spark, files, folder.path / ".ids.parts")
@@ -640,24 +659,25 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
 
 
 def _evidence(hop: dict[str, Any], a: Point, b: Point, found: dict[str, DataFrame],
-              topic: DataFrame, upstream: DataFrame) -> None:
+              ranked: Callable[[], DataFrame], upstream: DataFrame) -> None:
     """The evidence of a cause, for a hop with findings (kafka_recon.result.causes reads it):
     on the consume side, where the lost and re-delivered records sit in the topic; on the write
     side, the lost records' shape in the upstream's own order, and where the copies of a
-    duplicate sit in the topic and under which timestamps."""
+    duplicate sit in the topic and under which timestamps. `ranked` gives the topic's records
+    ranked per partition, ranked once for every hop that needs them."""
     from kafka_recon.config import KafkaTier
 
     if isinstance(a.tier, KafkaTier):
         if hop["missing"]:
-            hop["missing_runs"] = run_summary(runs_of(found["missing"], topic))
+            hop["missing_runs"] = run_summary(runs_of(found["missing"], ranked()))
         if hop["duplicate"]:
-            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], topic))
+            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], ranked()))
     elif isinstance(b.tier, KafkaTier):
         if hop["missing"]:
             hop["missing_shape"] = upstream_summary(upstream_runs(found["missing"], upstream))
         if hop["duplicate"]:
-            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], topic))
-            hop["duplicate_stamps"] = copy_stamps(found["duplicate"], topic)
+            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], ranked()))
+            hop["duplicate_stamps"] = copy_stamps(found["duplicate"], ranked())
 
 
 def reduce_union(frames: list[DataFrame]) -> DataFrame:

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 
+# A replay reads a whole window, start to end: the consumer's defaults (1 MiB per partition per
+# fetch) are sized for following a live topic. Chosen by measurement (docs/performance.md).
+BULK_READ: dict[str, str] = {}
+
 
 # ------------------------------------------------------------------ pure transforms
 def extract_records(raw: DataFrame, record: RecordSpec,
@@ -193,7 +197,8 @@ def read_window(spark: SparkSession, ep: KafkaEndpoint, topic: str, starting: st
     # as staging. Kafka's clients log them with passwords, keys and the JAAS string hidden.
     return (
         spark.read.format("kafka")
-        .options(**ep.spark_options())
+        .options(**BULK_READ)
+        .options(**ep.spark_options())  # the flow's own settings win
         .option("subscribe", topic)
         .option("startingOffsets", starting)
         .option("endingOffsets", ending)

@@ -258,10 +258,10 @@ def test_runs_group_marked_records_by_consecutive_window_records_per_partition(
     topic = spark.createDataFrame(rows, TOPIC)
     marked = table(spark, [("4", None), ("5", None), ("6", None), ("9", None), ("b", None)])
     got = sorted((r["partition"], r["first_offset"], r["last_offset"], r["records"])
-                 for r in R.runs_of(marked, topic).collect())
+                 for r in R.runs_of(marked, R.rank_topic(topic)).collect())
     # the marker at offset 5 does not split 4, 5, 6 (offsets 3, 4, 6)
     assert got == [(0, 3, 6, 3), (0, 9, 9, 1), (1, 1, 1, 1)]
-    summary = R.run_summary(R.runs_of(marked, topic))
+    summary = R.run_summary(R.runs_of(marked, R.rank_topic(topic)))
     assert (summary["runs"], summary["records"], summary["partitions"]) == (3, 5, 2)
     assert summary["largest"][0]["first_offset"] == 3
 
