@@ -244,15 +244,19 @@ def test_two_runs_of_one_window_never_interleave(kafka: KafkaCluster, tmp_path: 
 
 
 def test_a_rerun_with_fewer_replays_leaves_nothing_of_the_earlier_run(
-        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+        kafka: KafkaCluster, tmp_path: Path, spark: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from kafka_recon import orchestrate
 
     scn = Scenario(tmp_path, kafka.bootstrap)
     scn.flow_through(10)
     out = tmp_path / "out"
-    for replays in (3, 1):
+    for replays, keep in ((3, "1"), (1, "0")):
+        monkeypatch.setenv("KAFKA_RECON_KEEP_REPLAYS", keep)
         recon = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, out)
         result = orchestrate.execute(recon, spark, replays)  # as the command line runs it
         assert result.status == "ok"
-    assert sorted(p.name for p in (out / "replays").iterdir()) == ["r1"]
+        if keep == "1":  # only the first replay's records are ever kept, and only when asked
+            assert sorted(p.name for p in (out / "replays").iterdir()) == ["r1"]
+    assert not (out / "replays").exists()  # the kept records of the earlier run are gone
     assert len(json.loads((out / "result.json").read_text())["replays"]) == 1
