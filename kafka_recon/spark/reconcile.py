@@ -122,8 +122,9 @@ def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]
         cols += [mark((n(up) > 0) & (n(down) == 0), "missing", k, b(up)),
                  mark((n(down) > 0) & nowhere, "unexpected", k, b(down)),
                  mark(n(down) > base, "duplicate", k, b(down), n(down) - base)]
-    return (compared.select("id", F.explode(F.filter(F.array(*cols), lambda m: m.isNotNull()))
-                            .alias("m"))
+    # explode, then drop the empty slots: a lambda (`F.filter`) would run interpreted, row by row
+    return (compared.select("id", F.explode(F.array(*cols)).alias("m"))
+            .where(F.col("m").isNotNull())
             .select("id", "m.kind", "m.at", "m.bucket", "m.value"))
 
 
@@ -161,7 +162,7 @@ def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket
     if is_topic:
         cols += [mark(inside & (F.col("kafka_ts") >= F.lit(end)), "late", bucket),
                  mark(inside, "span", none, F.col("partition"))]
-    return (raw.select(F.explode(F.filter(F.array(*cols), lambda m: m.isNotNull())).alias("m"))
+    return (raw.select(F.explode(F.array(*cols)).alias("m")).where(F.col("m").isNotNull())
             .select("m.kind", F.lit(at).alias("at"), "m.bucket", "m.part", "m.offset",
                     F.lit(1).cast("long").alias("value")))
 
@@ -228,8 +229,17 @@ def upstream_runs(marked: DataFrame, records: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     firsts = records.groupBy("id").agg(F.min("event_time").alias("event_time"))
-    # one global order: the upstream's records of one window (ids only), not the topic's
-    ranked = firsts.withColumn("rank", F.row_number().over(W.orderBy("event_time", "id")))
+    # ranked in two levels, so that no single task sorts the whole window: within each minute
+    # of event time, plus the records of the minutes before (a row per minute)
+    minute = F.date_trunc("minute", F.col("event_time"))
+    local = firsts.withColumn("minute", minute).withColumn(
+        "local", F.row_number().over(W.partitionBy("minute").orderBy("event_time", "id")))
+    before = (firsts.groupBy(minute.alias("minute")).agg(F.count(F.lit(1)).alias("n"))
+              .select("minute", F.coalesce(F.sum("n").over(
+                  W.orderBy("minute").rowsBetween(W.unboundedPreceding, -1)), F.lit(0))
+                  .alias("before")))
+    ranked = local.join(F.broadcast(before), "minute").select(
+        "id", "event_time", (F.col("before") + F.col("local")).alias("rank"))
     hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
     island = F.col("rank") - F.row_number().over(W.orderBy("rank"))
     return (hit.withColumn("island", island).groupBy("island")
@@ -525,6 +535,9 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                                 | (~identifiable(raw) & arrived(window.start,
                                                                 window.closes_at)))
                 topic_slot = slot[i]
+                if topic_records is not None:  # already in memory: a filter over the cache
+                    raws.append(raw)
+                    continue
             else:
                 raw = read_sql_tier(spark, tier, window)
             raws.append(keep(raw))
@@ -549,6 +562,9 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         compared = keep(compare(records, collapse)) if records else None
         marked = marks(compared, len(records), hop_specs) if compared is not None else None
         per_id = _tallied(marked) if marked is not None else {}
+        # the findings are few: kept, the id files and the evidence read them, not every id
+        findings = keep(marked.where(F.col("kind") != "present")) if marked is not None \
+            else None
 
         tiers: list[dict[str, Any]] = []
         files: list[IdFile] = []
@@ -608,8 +624,8 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             found: dict[str, DataFrame] = {}
             if i in hop_at:
                 k, stem = hop_at[i], f"{a.name}__{b.name}"
-                assert marked is not None
-                found = {kind: marked.where((F.col("kind") == kind) & (F.col("at") == k))
+                assert findings is not None
+                found = {kind: findings.where((F.col("kind") == kind) & (F.col("at") == k))
                          for kind in ("missing", "unexpected", "duplicate")}
                 paths = {kind: folder.ids_file(kind, stem) for kind in found}
                 files += [IdFile(paths["missing"], ("id",),
