@@ -11,6 +11,7 @@ go to bench/results.json and docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ VENV_BIN = Path(sys.executable).parent
 TOPIC = "bench-orders"
 PARTITIONS = 6
 PADDING = "x" * 170  # brings a value to about 300 bytes
+REPLAYS = 2  # the flow's replays: the slope target scales with it
 
 
 # ------------------------------------------------------------------ measuring
@@ -157,7 +159,7 @@ flows:
     owners: [bench@example.com]
     bucket: 1h
     grace: 10m
-    replays: 2
+    replays: {replays}
     record: {{id: "$.order_id", event_time: "$.created_at"}}
     tiers:
       - name: upstream
@@ -179,11 +181,13 @@ flows:
 
 # ------------------------------------------------------------------ the readers
 def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: datetime,
-            master: str, before: Path | None) -> dict[str, list[str]]:
+            masters: list[tuple[str, str]], before: Path | None) -> dict[str, list[str]]:
+    """The command of each reader; masters[0] is the main master (label, URL), the others run
+    d alone, as `d_kafka_recon@<label>`."""
     env_py = [str(VENV_BIN / "python")]
-    recon = [*env_py, "-m", "kafka_recon", "run", "--config", str(work / "flows.yaml"),
-             "--flow", "bench", "--start", start.isoformat(), "--end", end.isoformat(),
-             "--master", master]
+    # the console script: the Python driver has its own name in the memory figures
+    recon = [str(VENV_BIN / "kafka-recon"), "run", "--config", str(work / "flows.yaml"),
+             "--flow", "bench", "--start", start.isoformat(), "--end", end.isoformat()]
     out = {
         "a_kafka_consumer_perf": [
             java_binary(), "-Xmx1g", "-cp", kafka_classpath(),
@@ -193,7 +197,7 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
         "b_plain_python": [*env_py, "-m", "bench.plain_consumer", "--bootstrap", bootstrap,
                            "--topic", TOPIC, "--upstream", str(work / "upstream.db"),
                            "--out", str(work / "plain-missing-{run}.csv")],
-        "d_kafka_recon": [*recon, "--out", str(work / "run-{run}")],
+        "d_kafka_recon": [*recon, "--master", masters[0][1], "--out", str(work / "run-{run}")],
         "e_quick_estimate": [*env_py, "-c",
                              "import sys,time;from kafka_recon.sources.topic import window_offsets;"
                              "from kafka_recon.sources.kafka_client import KafkaEndpoint;"
@@ -210,16 +214,20 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
     }
     if before is not None:
         # the same command on the code before this change: its checkout first on the path
-        out["g_kafka_recon_before"] = [f"PYTHONPATH={before}", *recon,
+        out["g_kafka_recon_before"] = [f"PYTHONPATH={before}", *recon, "--master", masters[0][1],
                                        "--out", str(work / "before-{run}")]
+    for label, url in masters[1:]:
+        out[f"d_kafka_recon@{label}"] = [*recon, "--master", url,
+                                         "--out", str(work / "run-{run}")]
     if shutil.which("kcat"):
         out["c_kcat"] = ["sh", "-c", f"kcat -C -b {bootstrap} -t {TOPIC} -e -q -f '%o\\n' | "
                                      "wc -l"]
     return out
 
 
-def bench(n: int, repeats: int, master: str, base: Path,
+def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
           only: set[str] | None = None, before: Path | None = None) -> dict[str, Any]:
+    """One size: a fresh broker and tables, every chosen reader `repeats` times, interleaved."""
     work = base / f"n{n}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -229,11 +237,11 @@ def bench(n: int, repeats: int, master: str, base: Path,
     try:
         facts = fill(work, kafka.bootstrap, n, start)
         (work / "flows.yaml").write_text(FLOW.format(work=work, bootstrap=kafka.bootstrap,
-                                                     topic=TOPIC))
+                                                     topic=TOPIC, replays=REPLAYS))
         base_env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
                     "PYTHONPATH": str(REPO_ROOT)}
         chosen = {name: cmd for name, cmd in readers(
-            work, kafka.bootstrap, facts["records_in_topic"], start, end, master,
+            work, kafka.bootstrap, facts["records_in_topic"], start, end, masters,
             before).items() if not only or name.split("_")[0] in only}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
         # interleaved (a, b, ..., a, b, ...): the machine's drift falls on every reader alike
@@ -243,9 +251,10 @@ def bench(n: int, repeats: int, master: str, base: Path,
                 argv = [c.replace("{run}", f"{name}-{r}") for c in cmd]
                 while argv and argv[0].startswith("PYTHONPATH="):
                     env["PYTHONPATH"] = argv.pop(0).split("=", 1)[1]
+                recon = name.startswith(("d_", "g_"))
                 # kafka-recon exits 1 for a run with findings
-                m = measured(argv, env=env, ok=(0, 1) if "kafka_recon" in argv else (0,))
-                if name in ("d_kafka_recon", "g_kafka_recon_before"):
+                m = measured(argv, env=env, ok=(0, 1) if recon else (0,))
+                if recon:
                     m["timings"] = _timings(work / argv[argv.index("--out") + 1])
                 runs[name].append(m)
                 print(f"n={n} {name} run {r + 1}: {m['seconds']:.2f}s {m['peak_rss_mb']}",
@@ -262,8 +271,12 @@ def bench(n: int, repeats: int, master: str, base: Path,
                 "last_stdout": ms[-1]["stdout"][-400:],
                 **({"timings": [m["timings"] for m in ms]} if "timings" in ms[-1] else {}),
             }
-        results["same_answer"] = same_answer(work, repeats, set(runs))
-        return {"records": n, "data": facts, "results": results}
+        same = same_answer(work, repeats, set(runs))
+        rps = {k: v["records_per_second"] for k, v in results.items()}
+        return {"records": n, "data": facts, "results": results, "same_answer": same,
+                "ratios": {f"d_over_{x[0]}": round(rps["d_kafka_recon"] / rps[x], 3)
+                           for x in rps if "d_kafka_recon" in rps and x[0] in "abfg"
+                           and "@" not in x}}
     finally:
         kafka.stop()
 
@@ -292,7 +305,8 @@ def same_answer(work: Path, repeats: int, ran: set[str]) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     others = {"f_duckdb_script": work / f"duckdb-f_duckdb_script-{last}",
-              "g_kafka_recon_before": work / f"before-g_kafka_recon_before-{last}"}
+              "g_kafka_recon_before": work / f"before-g_kafka_recon_before-{last}",
+              **{name: work / f"run-{name}-{last}" for name in ran if "@" in name}}
     for name, folder in others.items():
         if name in ran:
             diff = [f for f in ID_FILES if rows(folder / f) != rows(ours / f)]
@@ -308,9 +322,15 @@ def same_answer(work: Path, repeats: int, ran: set[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="make bench", description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--records", default="1000000",
+                   help="one size or several, comma separated (the scaling table needs three)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--master", default="local[2]")
+    p.add_argument("--masters", default="local[2]",
+                   help="comma separated; the first runs every reader, the others run d only "
+                        "(at the sizes of --other-sizes); `standalone` starts a Spark master "
+                        "and one worker from PySpark's install")
+    p.add_argument("--other-sizes", default="",
+                   help="the sizes the other masters run at (default: the smallest)")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results.json")
     p.add_argument("--readers", default="a,b,c,d,e,f",
@@ -320,26 +340,44 @@ def main(argv: list[str] | None = None) -> int:
                    help="a checkout of the code to compare with (git worktree), run as g")
     p.add_argument("--keep", action="store_true", help="keep the topic and tables afterwards")
     a = p.parse_args(argv)
+    sizes = sorted(int(x) for x in a.records.split(","))
+    other_sizes = {int(x) for x in a.other_sizes.split(",") if x} or {sizes[0]}
     only = set(a.readers.split(","))
     if a.before:
         only.add("g")
-    run = bench(a.records, a.repeats, a.master, a.work, only, a.before)
-    r = run["results"]
-    rps = {k.split("_")[0]: v["records_per_second"] for k, v in r.items() if "_" in k
-           and isinstance(v, dict) and "records_per_second" in v}
-    run["ratios"] = {f"d_over_{x}": round(rps["d"] / rps[x], 3) for x in ("a", "b", "f", "g")
-                     if "d" in rps and x in rps}
-    if not a.keep:
-        shutil.rmtree(a.work / f"n{a.records}", ignore_errors=True)
-    run["machine"] = {"cores": os.cpu_count(), "memory_gb": round(
-        os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "python": platform.python_version(), "master": a.master,
-        "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    a.out.write_text(json.dumps(run, indent=2))
-    print(json.dumps({"ratios": run["ratios"], "same_answer": r.get("same_answer")}, indent=2))
-    if r.get("same_answer") and not r["same_answer"]["all_equal"]:
-        print("bench: the readers do not give the same answer (see same_answer)",
-              file=sys.stderr)
+    labels = a.masters.split(",")
+    with contextlib.ExitStack() as stack:
+        urls = {}
+        for label in labels:
+            if label == "standalone":
+                from harness.services.spark import SparkStandalone
+
+                cluster = SparkStandalone(a.work / "spark", cores=os.cpu_count() or 2,
+                                          memory="4g").start()
+                stack.callback(cluster.stop)
+                urls[label] = cluster.master
+            else:
+                urls[label] = label
+        masters = [(label, urls[label]) for label in labels]
+        runs = []
+        for n in sizes:
+            here = masters if n in other_sizes else masters[:1]
+            runs.append(bench(n, a.repeats, here, a.work, only | {"d"} if len(here) > 1
+                              else only, a.before))
+            if not a.keep:
+                shutil.rmtree(a.work / f"n{n}", ignore_errors=True)
+    doc = {"sizes": runs, "repeats": a.repeats, "masters": labels, "replays": REPLAYS,
+           "machine": {"cores": os.cpu_count(), "memory_gb": round(
+               os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+               "python": platform.python_version(),
+               "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}}
+    a.out.write_text(json.dumps(doc, indent=2))
+    print(json.dumps([{"records": r["records"], "ratios": r["ratios"],
+                       "same_answer": r["same_answer"]} for r in runs], indent=2))
+    wrong = [r["records"] for r in runs if r["same_answer"] and not r["same_answer"]["all_equal"]]
+    if wrong:
+        print(f"bench: the readers do not give the same answer at {wrong} records "
+              "(see same_answer)", file=sys.stderr)
         return 1
     return 0
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.run import FLOW, TOPIC, fill, measured, summary
+from bench.run import FLOW, REPLAYS, TOPIC, fill, measured, summary
 from harness.services.kafka import KafkaCluster
 from harness.services.kafka_security import Security, grant, reader_acls
 from kafka_recon.settings import REPO_ROOT
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, conf in conns.items():
             env[f"AIRFLOW_CONN_BENCH_{name.upper()}"] = json.dumps({"conn_type": "kafka",
                                                                    "extra": conf})
-        flow = FLOW.format(work=a.work, bootstrap=kafka.bootstrap, topic=TOPIC)
+        flow = FLOW.format(work=a.work, bootstrap=kafka.bootstrap, topic=TOPIC,
+                           replays=REPLAYS)
         configs = {"plaintext": flow}
         for name in conns:
             configs[name] = flow.replace(f'bootstrap: "{kafka.bootstrap}"',

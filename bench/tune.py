@@ -1,0 +1,110 @@
+"""Choose the bulk-read settings by measurement: the same `kafka-recon run` under variants.
+
+    python -m bench.tune [--records 1000000] [--repeats 3] [--variants base,fetch8m,...]
+
+On bench.run's data (one broker, upstream and sink tables), each variant runs the whole command
+in a fresh process with one setting changed; variants are interleaved so the machine's drift
+falls on all alike. Prints, and writes to bench/tune.json, the median seconds per variant and
+the per-step laps of each run (timings.json). Every variant must name the same ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.run import FLOW, ID_FILES, REPLAYS, TOPIC, fill, measured
+from harness.services.kafka import KafkaCluster
+from kafka_recon.settings import REPO_ROOT
+
+# what each variant changes: module constants (set before the run), and Spark settings
+MB = 1024 * 1024
+VARIANTS: dict[str, dict[str, Any]] = {
+    "base": {},
+    "fetch8m": {"consts": {"kafka_recon.spark.replay.BULK_READ": {
+        "kafka.max.partition.fetch.bytes": str(8 * MB), "kafka.fetch.max.bytes": str(64 * MB)}}},
+    "fetch32m": {"consts": {"kafka_recon.spark.replay.BULK_READ": {
+        "kafka.max.partition.fetch.bytes": str(32 * MB),
+        "kafka.fetch.max.bytes": str(128 * MB), "kafka.receive.buffer.bytes": str(4 * MB)}}},
+    "slices1": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 1}},
+    "slices2": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 2}},
+    "slices8": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 8}},
+    "no_aqe": {"spark": {"spark.sql.adaptive.enabled": "false"}},
+}
+
+RUNNER = """
+import importlib, json, sys
+consts = json.loads(sys.argv[1])
+for path, value in consts.items():
+    module, name = path.rsplit(".", 1)
+    setattr(importlib.import_module(module), name, value)
+from kafka_recon.faces.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.tune", description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out" / "tune")
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "tune.json")
+    a = p.parse_args(argv)
+    names = a.variants.split(",")
+    shutil.rmtree(a.work, ignore_errors=True)
+    a.work.mkdir(parents=True)
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, end = today - timedelta(days=1), today
+    kafka = KafkaCluster(a.work / "kafka", size=1, heap="1g").start()
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    try:
+        facts = fill(a.work, kafka.bootstrap, a.records, start)
+        (a.work / "flows.yaml").write_text(FLOW.format(work=a.work, bootstrap=kafka.bootstrap,
+                                                       topic=TOPIC, replays=REPLAYS))
+        for r in range(a.repeats):
+            for name in names:
+                v = VARIANTS[name]
+                out = a.work / f"{name}-{r}"
+                spark_args = " ".join(f"--conf {k}={val}" for k, val in
+                                      v.get("spark", {}).items())
+                env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+                       "PYTHONPATH": str(REPO_ROOT),
+                       "PYSPARK_SUBMIT_ARGS": f"{spark_args} pyspark-shell".strip()}
+                m = measured([sys.executable, "-c", RUNNER, json.dumps(v.get("consts", {})),
+                              "run", "--config", str(a.work / "flows.yaml"), "--flow",
+                              "bench", "--start", start.isoformat(), "--end", end.isoformat(),
+                              "--master", a.master, "--out", str(out)], env=env, ok=(0, 1))
+                m["timings"] = json.loads((out / "timings.json").read_text())
+                runs[name].append(m)
+                print(f"{name} run {r + 1}: {m['seconds']:.1f}s {m['timings']}", flush=True)
+    finally:
+        kafka.stop()
+
+    def ids(folder: Path) -> list[str]:
+        return [(folder / f).read_text() for f in ID_FILES]
+
+    same = {n: ids(a.work / f"{n}-{a.repeats - 1}") == ids(a.work / f"{names[0]}-"
+                                                          f"{a.repeats - 1}") for n in names}
+    report = {"records": a.records, "data": facts, "master": a.master, "same_ids": same,
+              "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "variants": {n: {"median_s": round(statistics.median(m["seconds"] for m in ms), 2),
+                               "seconds": [round(m["seconds"], 2) for m in ms],
+                               "timings": [m["timings"] for m in ms]}
+                           for n, ms in runs.items()}}
+    a.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps({n: v["median_s"] for n, v in report["variants"].items()}, indent=2))
+    print(json.dumps(same))
+    return 0 if all(same.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

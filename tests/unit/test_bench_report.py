@@ -1,0 +1,60 @@
+"""bench/report.py turns a bench run into issue 15's targets table: each figure computed from
+the medians, and `not measured` (never a pass) for what the run did not measure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import report
+
+pytestmark = pytest.mark.unit
+
+
+def reader(median: float, driver: float = 170, jvm: float = 1400) -> dict[str, Any]:
+    return {"seconds": {"median": median, "min": median, "max": median},
+            "records_per_second": 1, "peak_rss_mb": {"kafka-recon": driver, "java": jvm}}
+
+
+def size(n: int, same: bool = True, **readers: dict[str, Any]) -> dict[str, Any]:
+    return {"records": n, "data": {}, "results": readers,
+            "same_answer": {"f_duckdb_script": {"equal": same, "differ": []},
+                            "all_equal": same}}
+
+
+def doc(*sizes: dict[str, Any]) -> dict[str, Any]:
+    return {"sizes": list(sizes), "replays": 2, "repeats": 3, "masters": ["local[2]"],
+            "machine": {"cores": 2, "memory_gb": 23.5, "python": "3.11", "when": "now"}}
+
+
+def test_the_fit_gives_time_per_million_and_the_fixed_cost() -> None:
+    slope, intercept = report.fit([(1, 30.0), (5, 70.0), (10, 120.0)])
+    assert slope == pytest.approx(10.0, abs=0.01) and intercept == pytest.approx(20.0, abs=0.1)
+
+
+def test_each_target_is_met_or_not_from_the_medians_of_one_run() -> None:
+    got = {t[0]: t[2] for t in report.targets(doc(
+        size(1_000_000, d_kafka_recon=reader(30), g_kafka_recon_before=reader(100),
+             f_duckdb_script=reader(20), a_kafka_consumer_perf=reader(3)),
+        size(10_000_000, d_kafka_recon=reader(200, driver=175, jvm=2000),
+             f_duckdb_script=reader(150), a_kafka_consumer_perf=reader(12))))}
+    assert got["at 1M, d <= 0.55 x the code before (g)"] is True       # 0.30
+    assert got["at 1M, d <= 1.7 x the DuckDB script (f)"] is True       # 1.5
+    # d: 170 s over 9M = 18.9 s/M; a: 1 s/M, x 2.5 x 2 replays = 5 s/M
+    assert got["slope of d <= 2.5 x ConsumerPerformance's slope x 2 replays"] is False
+    assert got["at the largest size (10M), d <= 1.2 x the DuckDB script"] is False  # 1.33
+    assert got["Python driver peak RSS within 10% from 1M to 10M"] is True
+    assert got["JVM peak RSS within 25% from 1M to 10M"] is False       # +43%
+    assert got["every reader names the same ids as d, at every size"] is True
+
+
+def test_what_a_run_did_not_measure_is_never_called_met() -> None:
+    rows = report.targets(doc(size(1_000_000, same=False, d_kafka_recon=reader(30))))
+    met = {t[0]: t[2] for t in rows}
+    assert met["at 1M, d <= 0.55 x the code before (g)"] is None
+    assert met["at 1M, d <= 1.7 x the DuckDB script (f)"] is None
+    assert all(v is None for k, v in met.items() if "slope" in k or "largest" in k)
+    assert met["every reader names the same ids as d, at every size"] is False
+    text = "\n".join(report.render(doc(size(1_000_000, d_kafka_recon=reader(30))), None))
+    assert text.count("| not measured |") == 4
