@@ -15,10 +15,12 @@ UTC_CONF = {
 }
 
 
-# Spark's 200 shuffle partitions cost more than they help on a window's ids; adaptive execution
-# still coalesces or splits them as the data asks.
+# Spark's 200 shuffle partitions cost more than they help on a window's ids. Adaptive execution
+# is off: it re-plans each shuffle as a job of its own (51 jobs a run instead of 19) and the
+# bench measured it slower here (bench/tune.json, docs/performance.md).
 SMALL_DATA_CONF = {
     "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
 
