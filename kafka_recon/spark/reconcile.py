@@ -291,20 +291,37 @@ MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-l
 
 def run_summary(runs: DataFrame) -> dict[str, Any]:
     """The runs' totals and the largest of them (at most MAX_RUNS rows to the driver)."""
+    return run_summaries({"runs": runs})["runs"]
+
+
+def run_summaries(tables: dict[str, DataFrame]) -> dict[str, dict[str, Any]]:
+    """`run_summary` of several run tables at once: two jobs however many hops need one."""
+    from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    runs = runs.cache()  # a few rows, read twice
-    totals = runs.agg(F.count(F.lit(1)).alias("runs"), F.sum("records").alias("records"),
-                      F.count_distinct("partition").alias("partitions")).collect()[0]
-    largest = runs.orderBy(F.desc("records"), "partition", "first_offset").limit(MAX_RUNS) \
-        .collect()
-    runs.unpersist()
-    return {"runs": int(totals["runs"]), "records": int(totals["records"] or 0),
-            "partitions": int(totals["partitions"]),
-            "largest": [{"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
-                         "last_offset": int(r["last_offset"]), "records": int(r["records"]),
-                         "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])}
-                        for r in largest]}
+    if not tables:
+        return {}
+    runs = reduce_union([df.withColumn("of", F.lit(k)) for k, df in tables.items()]).cache()
+    try:
+        totals = runs.groupBy("of").agg(F.count(F.lit(1)).alias("runs"),
+                                        F.sum("records").alias("records"),
+                                        F.count_distinct("partition").alias("partitions"))
+        out: dict[str, dict[str, Any]] = {
+            k: {"runs": 0, "records": 0, "partitions": 0, "largest": []} for k in tables}
+        for t in totals.collect():
+            out[t["of"]].update(runs=int(t["runs"]), records=int(t["records"] or 0),
+                                partitions=int(t["partitions"]))
+        order = W.partitionBy("of").orderBy(F.desc("records"), "partition", "first_offset")
+        largest = (runs.withColumn("n", F.row_number().over(order))
+                   .where(F.col("n") <= MAX_RUNS).orderBy("of", "n").collect())
+        for r in largest:
+            out[r["of"]]["largest"].append(
+                {"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
+                 "last_offset": int(r["last_offset"]), "records": int(r["records"]),
+                 "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])})
+        return out
+    finally:
+        runs.unpersist()
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -618,6 +635,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             return ranks[0]
 
         hops: list[dict[str, Any]] = []
+        runs: dict[str, DataFrame] = {}  # "hop/key": the runs to summarise, all at once
         for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
             ta, tb = tiers[i], tiers[i + 1]
             hop: dict[str, Any] = {"from": a.name, "to": b.name, "side": flow.side_of(a.name)}
@@ -657,8 +675,12 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             for key in ("missing", "unexpected", "duplicate"):
                 hop[key] = sum(hop["buckets"][key].values())
             if i in hop_at and topic_slot is not None:
-                _evidence(hop, a, b, found, ranked, records[slot[i]])
+                runs.update({f"{i}/{key}": df for key, df in
+                             _evidence(hop, a, b, found, ranked, records[slot[i]]).items()})
             hops.append(hop)
+        for at_key, summary in run_summaries(runs).items():
+            at, key = at_key.split("/")
+            hops[int(at)][key] = summary
         # every id file of every hop and tier, in one job
         write_id_files(spark, files, folder.path / ".ids.parts")
 
@@ -675,25 +697,28 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
 
 
 def _evidence(hop: dict[str, Any], a: Point, b: Point, found: dict[str, DataFrame],
-              ranked: Callable[[], DataFrame], upstream: DataFrame) -> None:
+              ranked: Callable[[], DataFrame], upstream: DataFrame) -> dict[str, DataFrame]:
     """The evidence of a cause, for a hop with findings (kafka_recon.result.causes reads it):
     on the consume side, where the lost and re-delivered records sit in the topic; on the write
     side, the lost records' shape in the upstream's own order, and where the copies of a
     duplicate sit in the topic and under which timestamps. `ranked` gives the topic's records
-    ranked per partition, ranked once for every hop that needs them."""
+    ranked per partition, ranked once for every hop that needs them. Returns the run tables
+    to summarise under the hop's keys (`run_summaries`, all hops at once)."""
     from kafka_recon.config import KafkaTier
 
+    runs: dict[str, DataFrame] = {}
     if isinstance(a.tier, KafkaTier):
         if hop["missing"]:
-            hop["missing_runs"] = run_summary(runs_of(found["missing"], ranked()))
+            runs["missing_runs"] = runs_of(found["missing"], ranked())
         if hop["duplicate"]:
-            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], ranked()))
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked())
     elif isinstance(b.tier, KafkaTier):
         if hop["missing"]:
             hop["missing_shape"] = upstream_summary(upstream_runs(found["missing"], upstream))
         if hop["duplicate"]:
-            hop["duplicate_runs"] = run_summary(runs_of(found["duplicate"], ranked()))
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked())
             hop["duplicate_stamps"] = copy_stamps(found["duplicate"], ranked())
+    return runs
 
 
 def reduce_union(frames: list[DataFrame]) -> DataFrame:
