@@ -154,7 +154,8 @@ def scaling_table(doc: dict[str, Any]) -> list[str]:
             r = s["results"].get(k)
             if r:
                 prog = [f"{v:.0f}" for v in (rss(r, DRIVER), rss(r, JVM)) if v]
-                mems.append(" / ".join(prog) or "-")
+                # a reader of one process (a, f): its largest program
+                mems.append(" / ".join(prog) or f"{max(r['peak_rss_mb'].values(), default=0):.0f}")
         lines.append(f"| {label(k)} | {cells} | {slope:.2f} | {intercept:.1f} | "
                      f"{'; '.join(mems)} |")
     return lines

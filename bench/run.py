@@ -226,8 +226,10 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
 
 
 def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
-          only: set[str] | None = None, before: Path | None = None) -> dict[str, Any]:
-    """One size: a fresh broker and tables, every chosen reader `repeats` times, interleaved."""
+          only: set[str] | None = None, before: Path | None = None,
+          other_repeats: int | None = None) -> dict[str, Any]:
+    """One size: a fresh broker and tables, every chosen reader `repeats` times, interleaved
+    (the other masters' runs of d only in the first `other_repeats`)."""
     work = base / f"n{n}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -247,6 +249,8 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
         # interleaved (a, b, ..., a, b, ...): the machine's drift falls on every reader alike
         for r in range(repeats):
             for name, cmd in chosen.items():
+                if "@" in name and other_repeats is not None and r >= other_repeats:
+                    continue
                 env = dict(base_env)
                 argv = [c.replace("{run}", f"{name}-{r}") for c in cmd]
                 while argv and argv[0].startswith("PYTHONPATH="):
@@ -271,7 +275,7 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                 "last_stdout": ms[-1]["stdout"][-400:],
                 **({"timings": [m["timings"] for m in ms]} if "timings" in ms[-1] else {}),
             }
-        same = same_answer(work, repeats, set(runs))
+        same = same_answer(work, {k: len(v) for k, v in runs.items()})
         rps = {k: v["records_per_second"] for k, v in results.items()}
         return {"records": n, "data": facts, "results": results, "same_answer": same,
                 "ratios": {f"d_over_{x[0]}": round(rps["d_kafka_recon"] / rps[x], 3)
@@ -290,7 +294,7 @@ ID_FILES = [f"{kind}/{hop}.csv" for hop in ("upstream__topic", "topic__sink")
             for kind in ("missing", "unexpected", "duplicate")]
 
 
-def same_answer(work: Path, repeats: int, ran: set[str]) -> dict[str, Any]:
+def same_answer(work: Path, ran: dict[str, int]) -> dict[str, Any]:
     """Does every reader that answers name the same ids as kafka-recon, in every id file (the
     plain script answers one: the ids missing upstream -> topic)?"""
     import csv
@@ -299,20 +303,20 @@ def same_answer(work: Path, repeats: int, ran: set[str]) -> dict[str, Any]:
         with path.open(newline="") as fh:
             return {tuple(r) for r in list(csv.reader(fh))[1:]}
 
-    last = repeats - 1
-    ours = work / f"run-d_kafka_recon-{last}"
     if "d_kafka_recon" not in ran:
         return {}
+    ours = work / f"run-d_kafka_recon-{ran['d_kafka_recon'] - 1}"
     out: dict[str, Any] = {}
-    others = {"f_duckdb_script": work / f"duckdb-f_duckdb_script-{last}",
-              "g_kafka_recon_before": work / f"before-g_kafka_recon_before-{last}",
-              **{name: work / f"run-{name}-{last}" for name in ran if "@" in name}}
+    others = {name: work / f"{prefix}-{name}-{ran[name] - 1}" for name, prefix in
+              [("f_duckdb_script", "duckdb"), ("g_kafka_recon_before", "before"),
+               *[(name, "run") for name in ran if "@" in name]] if name in ran}
     for name, folder in others.items():
         if name in ran:
             diff = [f for f in ID_FILES if rows(folder / f) != rows(ours / f)]
             out[name] = {"files": len(ID_FILES), "differ": diff, "equal": not diff}
     if "b_plain_python" in ran:
-        plain = {r[0] for r in rows(work / f"plain-missing-b_plain_python-{last}.csv")}
+        plain = {r[0] for r in rows(work / "plain-missing-b_plain_python-"
+                                          f"{ran['b_plain_python'] - 1}.csv")}
         mine = {r[0] for r in rows(ours / "missing" / "upstream__topic.csv")}
         out["b_plain_python"] = {"files": 1, "equal": plain == mine,
                                  "differ": [] if plain == mine else ["missing/upstream__topic"]}
@@ -331,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
                         "and one worker from PySpark's install")
     p.add_argument("--other-sizes", default="",
                    help="the sizes the other masters run at (default: the smallest)")
+    p.add_argument("--other-repeats", type=int, help="the other masters' repeats (default: all)")
+    p.add_argument("--scale-readers", default="a,d,f",
+                   help="the readers at the sizes above the smallest")
+    p.add_argument("--scale-repeats", type=int, help="repeats above the smallest size "
+                   "(default: --repeats)")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results.json")
     p.add_argument("--readers", default="a,b,c,d,e,f",
@@ -362,8 +371,11 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for n in sizes:
             here = masters if n in other_sizes else masters[:1]
-            runs.append(bench(n, a.repeats, here, a.work, only | {"d"} if len(here) > 1
-                              else only, a.before))
+            small = n == sizes[0]
+            chosen = only if small else set(a.scale_readers.split(","))
+            runs.append(bench(n, a.repeats if small else a.scale_repeats or a.repeats, here,
+                              a.work, chosen | {"d"} if len(here) > 1 else chosen,
+                              a.before if "g" in chosen else None, a.other_repeats))
             if not a.keep:
                 shutil.rmtree(a.work / f"n{n}", ignore_errors=True)
     doc = {"sizes": runs, "repeats": a.repeats, "masters": labels, "replays": REPLAYS,
