@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kafka_recon.window import Window
 
 JDBC_SLICES = 4
+K = TypeVar("K")
 
 
 # ------------------------------------------------------------------ pure transforms
@@ -294,28 +295,30 @@ def run_summary(runs: DataFrame) -> dict[str, Any]:
     return run_summaries({"runs": runs})["runs"]
 
 
-def run_summaries(tables: dict[str, DataFrame]) -> dict[str, dict[str, Any]]:
+def run_summaries(tables: dict[K, DataFrame]) -> dict[K, dict[str, Any]]:
     """`run_summary` of several run tables at once: two jobs however many hops need one."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
     if not tables:
         return {}
-    runs = reduce_union([df.withColumn("of", F.lit(k)) for k, df in tables.items()]).cache()
+    keys = list(tables)  # each table tagged by its place among them
+    runs = reduce_union([df.withColumn("of", F.lit(i))
+                         for i, df in enumerate(tables.values())]).cache()
     try:
         totals = runs.groupBy("of").agg(F.count(F.lit(1)).alias("runs"),
                                         F.sum("records").alias("records"),
                                         F.count_distinct("partition").alias("partitions"))
-        out: dict[str, dict[str, Any]] = {
-            k: {"runs": 0, "records": 0, "partitions": 0, "largest": []} for k in tables}
+        out: dict[K, dict[str, Any]] = {
+            k: {"runs": 0, "records": 0, "partitions": 0, "largest": []} for k in keys}
         for t in totals.collect():
-            out[t["of"]].update(runs=int(t["runs"]), records=int(t["records"] or 0),
+            out[keys[t["of"]]].update(runs=int(t["runs"]), records=int(t["records"] or 0),
                                 partitions=int(t["partitions"]))
         order = W.partitionBy("of").orderBy(F.desc("records"), "partition", "first_offset")
         largest = (runs.withColumn("n", F.row_number().over(order))
                    .where(F.col("n") <= MAX_RUNS).orderBy("of", "n").collect())
         for r in largest:
-            out[r["of"]]["largest"].append(
+            out[keys[r["of"]]]["largest"].append(
                 {"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
                  "last_offset": int(r["last_offset"]), "records": int(r["records"]),
                  "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])})
@@ -635,7 +638,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             return ranks[0]
 
         hops: list[dict[str, Any]] = []
-        runs: dict[str, DataFrame] = {}  # "hop/key": the runs to summarise, all at once
+        runs: dict[tuple[int, str], DataFrame] = {}  # (hop, key): summarised all at once
         for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
             ta, tb = tiers[i], tiers[i + 1]
             hop: dict[str, Any] = {"from": a.name, "to": b.name, "side": flow.side_of(a.name)}
@@ -675,12 +678,11 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             for key in ("missing", "unexpected", "duplicate"):
                 hop[key] = sum(hop["buckets"][key].values())
             if i in hop_at and topic_slot is not None:
-                runs.update({f"{i}/{key}": df for key, df in
+                runs.update({(i, key): df for key, df in
                              _evidence(hop, a, b, found, ranked, records[slot[i]]).items()})
             hops.append(hop)
-        for at_key, summary in run_summaries(runs).items():
-            at, key = at_key.split("/")
-            hops[int(at)][key] = summary
+        for (at, key), summary in run_summaries(runs).items():
+            hops[at][key] = summary
         # every id file of every hop and tier, in one job
         write_id_files(spark, files, folder.path / ".ids.parts")
 
