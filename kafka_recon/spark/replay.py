@@ -8,6 +8,11 @@ commits offsets, so production consumer groups are never touched. The first repl
 (id, event time, partition, offset, Kafka timestamp) are cached for the reconcile step, which
 runs in the same Spark application (and written to `replays/r1/`, Parquet, when the steps run
 as two); only one summary row per replay reaches the driver.
+
+Later replays read the same offsets and only sum each record's digest (a hash of its partition,
+offset, timestamp, key and value): equal to the first's, they read the very same records, so
+every figure of their summary is the first's; different, the replay reads once more and
+summarises its own ids (`run`).
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def extract_records(raw: DataFrame, record: RecordSpec,
         # both are top-level fields: parse each value once, not once per field
         raw = raw.select(F.json_tuple(value, *top).alias("_id", "_ts"), "key", "value",
                          "partition", "offset", "timestamp",
-                         *(["_why"] if why is not None else []))
+                         *(["_why"] if why is not None else []), *_carried(raw))
         rec_id = F.col("_id")
         ts_text: Column | None = F.col("_ts")
     else:
@@ -89,10 +94,30 @@ def extract_records(raw: DataFrame, record: RecordSpec,
     return _as_records(raw, rec_id, when, record, why)
 
 
+def record_digest() -> Column:
+    """One record read, as a 64-bit hash of where it sits and what it holds."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64("partition", "offset", "timestamp", "key", "value")
+
+
+def present(record: RecordSpec) -> Column:
+    """The Kafka rows that are records: all but a change stream's tombstones."""
+    from pyspark.sql import functions as F
+
+    return F.col("value").isNotNull() if record.envelope == "debezium" else F.lit(True)
+
+
+def _carried(raw: DataFrame) -> list[str]:
+    # the digest, when the replay asked for it, goes along with each record
+    return ["digest"] if "digest" in raw.columns else []
+
+
 def _as_records(raw: DataFrame, rec_id: Column, when: Column, record: RecordSpec,
                 why: Column | None = None) -> DataFrame:
-    """The replay's record shape: (id, event_time, partition, offset, kafka_ts, reason);
-    `reason` says why a record is unidentifiable (null when it is not)."""
+    """The replay's record shape: (id, event_time, partition, offset, kafka_ts, reason), and
+    `digest` when the Kafka rows have it; `reason` says why a record is unidentifiable (null
+    when it is not)."""
     from pyspark.sql import functions as F
 
     from kafka_recon.spark.records import normalise_id
@@ -103,7 +128,8 @@ def _as_records(raw: DataFrame, rec_id: Column, when: Column, record: RecordSpec
     reason = F.coalesce(*([why] if why is not None else []), *reasons)
     return raw.select(rid.alias("id"), when.alias("event_time"), F.col("partition"),
                       F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                      F.when(rid.isNull() | when.isNull(), reason).alias("reason"))
+                      F.when(rid.isNull() | when.isNull(), reason).alias("reason"),
+                      *_carried(raw))
 
 
 def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
@@ -137,7 +163,7 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     else:
         when = event_time(F.get_json_object(row, record.event_time), record.event_time_format)
         when = F.when(deleted, F.coalesce(when, changed)).otherwise(when)
-    return _as_records(raw.where(F.col("value").isNotNull()), rec_id, when, record)
+    return _as_records(raw.where(present(record)), rec_id, when, record)
 
 
 def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:
@@ -162,7 +188,7 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
               closes_at: datetime | None = None, margin: timedelta = timedelta(0)
               ) -> DataFrame:
     """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint,
-    and `out_of_order`.
+    `out_of_order`, and, when the records carry it, the sum of their `digest`s.
 
     The fingerprint is the sum of 64-bit hashes of the window's ids (an exact decimal): it does
     not depend on the order records were read in, and replays that read different id multisets
@@ -189,7 +215,25 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
         F.count(F.when((F.col("kafka_ts") < F.lit(start - margin))
                        | (F.col("kafka_ts") >= F.lit(closes_at + margin)), 1)
                 ).alias("out_of_order"),
+        *([_digest_sum()] if "digest" in records.columns else []),
     )
+
+
+def digests(raw: DataFrame, record: RecordSpec) -> DataFrame:
+    """One row: the records read and the sum of their digests, without reading a value's
+    fields: all a later replay computes to prove it read what the first read."""
+    from pyspark.sql import functions as F
+
+    return (raw.where(present(record)).select(record_digest().alias("digest"))
+            .agg(F.count(F.lit(1)).alias("read"), _digest_sum()))
+
+
+def _digest_sum() -> Column:
+    from pyspark.sql import functions as F
+
+    # an exact decimal, as the fingerprint: a long would overflow
+    return F.coalesce(F.sum(F.col("digest").cast("decimal(38,0)")),
+                      F.lit(0).cast("decimal(38,0)")).cast("string").alias("digest")
 
 
 # ------------------------------------------------------------------ I/O
@@ -250,8 +294,9 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
 
     Returns what replays.json holds and the first replay's records, cached: the reconcile step
     of the same application reads them from memory. Each replay is one pass over Kafka: the
-    first caches its records as it summarises them; later ones only summarise (count,
-    distinct, fingerprint), which is all the check between replays needs. `keep_records` also
+    first caches its records as it summarises them; a later one only sums its records'
+    digests, and is summarised as the first when they match (`same_records`), else from one
+    more read of its own (a record changed or vanished between the reads). `keep_records` also
     writes the first replay's records to `replays/r1/` (Parquet), for a reconcile step run as
     another application, or to look at.
     """
@@ -278,24 +323,44 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                                   [r.partition for r in ranges])
     starting, ending = spark_offsets(tier.topic, read)
     schemas = window_schemas(spark, ep, tier, flow.record, starting, ending)
-    replays = []
+    replays: list[dict[str, Any]] = []
     first: DataFrame | None = None
+
+    def fresh_read(i: int, retry: str = "") -> tuple[str, DataFrame]:
+        group = f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-r{i}{retry}"
+        return group, read_window(spark, ep, tier.topic, starting, ending, group,
+                                  tier.isolation_level)
+
+    def records_of(raw: DataFrame) -> DataFrame:
+        return extract_records(raw.withColumn("digest", record_digest()), flow.record, schemas)
+
+    def summarised(records: DataFrame) -> dict[str, Any]:
+        # an aggregate always yields exactly one row
+        return dict(summarize(records, window.start, window.end, window.closes_at,
+                              flow.disorder).collect()[0].asDict())
+
     for i in range(1, (replays_wanted or flow.replays) + 1):
-        group = f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-r{i}"
-        raw = read_window(spark, ep, tier.topic, starting, ending, group,
-                          tier.isolation_level)
-        records = extract_records(raw, flow.record, schemas)
+        group, raw = fresh_read(i)
         if first is None:
-            first = records = records.cache()
-        # an aggregate always yields exactly one row; the first one fills the cache too
-        row = summarize(records, window.start, window.end, window.closes_at,
-                        flow.disorder).collect()[0]
-        entry: dict[str, Any] = {"group": group, **row.asDict()}
-        if i == 1 and keep_records:
-            target = folder.replay_dir(i)
-            # overwrite: re-running the window replaces this replay
-            records.write.mode("overwrite").parquet(str(target))
-            entry["path"] = str(target)
+            # one pass: the summary fills the cache the reconcile step reads
+            first = records_of(raw).cache()
+            entry: dict[str, Any] = {"group": group, **summarised(first)}
+            if keep_records:
+                target = folder.replay_dir(i)
+                # overwrite: re-running the window replaces this replay
+                first.write.mode("overwrite").parquet(str(target))
+                entry["path"] = str(target)
+        else:
+            got = digests(raw, flow.record).collect()[0]
+            if (got["read"], got["digest"]) == (replays[0]["read"], replays[0]["digest"]):
+                # the very same records: every figure of the summary is the first's
+                entry = {**{k: v for k, v in replays[0].items() if k != "path"},
+                         "group": group, "same_records": True}
+            else:
+                # other records: this replay's own ids, from one more read (a fresh group)
+                group, raw = fresh_read(i, "b")
+                entry = {"group": group, **summarised(records_of(raw)), "same_records": False,
+                         "first_read": {"read": got["read"], "digest": got["digest"]}}
         replays.append(entry)
     assert first is not None  # a flow replays at least once (config)
     out = {

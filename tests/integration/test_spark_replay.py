@@ -9,6 +9,7 @@ import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -85,5 +86,71 @@ def test_replay_counts_window_records_exactly(kafka: KafkaCluster, tmp_path: Pat
         assert r["distinct"] == 300
         assert r["unidentifiable"] == 1
     assert len({r["fingerprint"] for r in replays["replays"]}) == 1
+    assert replays["replays"][1]["same_records"] is True  # proven by digests, no second parse
     assert replays["estimate"] == 304             # offsets say 304: an estimate, not the verdict
     assert [(o["partition"], o["start"]) for o in replays["offsets"]] == [(0, 1), (1, 0), (2, 0)]
+
+
+def _fill(bootstrap: str, topic: str, values: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        fut.result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for v in values:
+        p.produce(topic, value=v, timestamp=ms(START + timedelta(hours=1)), partition=0)
+    assert p.flush(30) == 0
+
+
+def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
+        kafka: KafkaCluster, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replay 2 sums its records' digests instead of reading their fields: equal to replay
+    1's, it is summarised as replay 1; when the topic is replaced between the two reads (the
+    same offsets, one value changed: deleted and re-created here, as an unclean leader
+    election would rewrite it), the digests differ and replay 2 reads again and summarises
+    its own ids, so the replays disagree and say so."""
+    import time
+
+    from kafka_recon.config import load_flow
+    from kafka_recon.runfolder import RunFolder
+    from kafka_recon.spark import replay as P
+    from kafka_recon.window import Window
+
+    values = [json.dumps({"id": i, "ts": "2026-11-20T01:00:00Z"}) for i in range(1, 51)]
+    topic = f"digest-{uuid.uuid4().hex[:8]}"
+    _fill(kafka.bootstrap, topic, values)
+    config = tmp_path / "flows.yaml"
+    config.write_text(FLOW.format(bootstrap=kafka.bootstrap, topic=topic))
+    flow = load_flow(config, "t")
+    window = Window(START, END, flow.grace)
+
+    out, first = P.run(spark, flow, window, RunFolder(tmp_path / "same"), keep_records=False)
+    first.unpersist()
+    r1, r2 = out["replays"]
+    assert r2["same_records"] is True and r2["group"] != r1["group"]
+    assert {k: r2[k] for k in ("read", "count", "distinct", "fingerprint", "digest")} == \
+        {k: r1[k] for k in ("read", "count", "distinct", "fingerprint", "digest")}
+
+    real = P.digests
+
+    def replaced_between_reads(raw: Any, record: Any) -> Any:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        for fut in admin.delete_topics([topic]).values():
+            fut.result(30)
+        for _ in range(60):  # a deleted topic's name is free again a moment later
+            try:
+                _fill(kafka.bootstrap, topic, [*values[:-1], json.dumps(
+                    {"id": 999, "ts": "2026-11-20T01:00:00Z"})])
+                break
+            except Exception:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS while it is deleted
+                time.sleep(1)
+        return real(raw, record)
+
+    monkeypatch.setattr(P, "digests", replaced_between_reads)
+    out, first = P.run(spark, flow, window, RunFolder(tmp_path / "changed"), keep_records=False)
+    first.unpersist()
+    r1, r2 = out["replays"]
+    assert r2["same_records"] is False
+    assert r2["first_read"]["digest"] != r1["digest"] and r2["group"].endswith("-r2b")
+    assert (r2["count"], r2["distinct"]) == (r1["count"], r1["distinct"]) == (50, 50)
+    assert r2["fingerprint"] != r1["fingerprint"]  # id 50 became id 999

@@ -204,6 +204,35 @@ def test_fingerprint_ignores_order_and_sees_a_changed_id(spark: SparkSession) ->
     assert fp(a) != fp([("1", at(1), 0, 1, at(1)), ("3", at(2), 0, 2, at(2))])
 
 
+def test_digests_without_the_fields_match_the_summary_and_see_one_changed_byte(
+        spark: SparkSession) -> None:
+    """What a later replay sums (no value read) equals what the first replay's summary sums,
+    for every record format path, a change stream's tombstones left out by both."""
+    rows = [(b"k1", b'{"id": 7, "t": "2026-11-20T05:00:00Z"}', 0, 1, at(300)),
+            (b"k2", b"<not json>", 0, 2, at(301)),
+            (b"k3", None, 1, 3, at(302))]  # a tombstone: no record of a change stream
+    specs = [RecordSpec(id="$.id", event_time="$.t"),
+             RecordSpec(id="$.o.id", event_time="kafka_timestamp"),
+             RecordSpec(id="$.id", event_time="$.t", envelope="debezium")]
+
+    def digest(found: list[tuple[Any, ...]], spec: RecordSpec) -> tuple[str, str]:
+        raw = spark.createDataFrame(found, KAFKA_ROWS)
+        records = P.extract_records(raw.withColumn("digest", P.record_digest()), spec)
+        full = P.summarize(records, START, END).first()
+        quick = P.digests(raw, spec).first()
+        assert full is not None and quick is not None
+        assert full["read"] == quick["read"]
+        return str(full["digest"]), str(quick["digest"])
+
+    for spec in specs:
+        full, quick = digest(rows, spec)
+        assert full == quick, spec
+        changed = [rows[0], (b"k2", b"<not json!", 0, 2, at(301)), rows[2]]
+        assert digest(changed, spec)[1] != quick, spec
+        moved = [rows[0], (b"k2", b"<not json>", 0, 9, at(301)), rows[2]]
+        assert digest(moved, spec)[1] != quick, spec
+
+
 def test_top_level_fields_are_parsed_once_with_the_same_answer(spark: SparkSession) -> None:
     raw = spark.createDataFrame([
         (b"k1", b'{"id": 7, "t": "2026-11-20T05:00:00Z"}', 0, 1, at(300)),
