@@ -34,6 +34,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "kafka.max.partition.fetch.bytes": str(32 * MB),
         "kafka.fetch.max.bytes": str(128 * MB), "kafka.receive.buffer.bytes": str(4 * MB)}}},
     "slices1": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 1}},
+    "slices4": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 4}},
     "slices2": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 2}},
     "slices8": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 8}},
     "no_aqe": {"spark": {"spark.sql.adaptive.enabled": "false"}},

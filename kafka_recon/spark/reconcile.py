@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from kafka_recon.runfolder import RunFolder
     from kafka_recon.window import Window
 
-JDBC_SLICES = 4
+# An SQL tier is read in this many event-time slices, plus one for whatever they do not cover.
+# Each slice is a query of its own: on a table without an index on its event time each scans
+# the table. At 1M rows (bench.tune, bench/tune-jdbc.json) 2 slices gave the fastest median
+# run, 75.5 s against 76.7 (1), 78.2 (4) and 81.9 (8): the first three within the noise.
+JDBC_SLICES = 2
 K = TypeVar("K")
 
 
