@@ -1,4 +1,4 @@
-"""Write docs/performance.md from bench/results.json (and bench/tune.json when present).
+"""Write docs/performance.md from bench/results.json (and bench/tune*.json when present).
 
 The measured part is replaced on every run; the notes below the `<!-- measured -->` marker are
 kept. The targets are issue 15's, each with its figure and whether this bench run met it.
@@ -171,7 +171,9 @@ def tune_table(tune: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(doc: dict[str, Any], tune: dict[str, Any] | None) -> list[str]:
+def render(doc: dict[str, Any], tunes: dict[str, dict[str, Any]] | None = None
+           ) -> list[str]:
+    """The measured part of the page; `tunes`: bench.tune's results by file name."""
     m = doc["machine"]
     out = ["# Performance", "",
            "Written by `make bench` (`python -m bench.run`, then `python -m bench.report`): "
@@ -204,23 +206,26 @@ def render(doc: dict[str, Any], tune: dict[str, Any] | None) -> list[str]:
             out += ["", "Where d's time went, median seconds per step (its `timings.json`):",
                     ""]
             out += step_table(size)
-    if tune:
-        out += ["", f"## Bulk-read settings ({tune['records']:,} records, {tune['master']}, "
-                    f"`python -m bench.tune`, {tune['when']})", ""]
+    for name, tune in (tunes or {}).items():
+        out += ["", f"## Settings tried: {', '.join(tune['variants'])} ({tune['records']:,} "
+                    f"records, {tune['master']}, `python -m bench.tune`, {tune['when']}, "
+                    f"`bench/{name}`)", ""]
         out += tune_table(tune)
+        if tune.get("note"):
+            out += ["", tune["note"]]
     return out
 
 
 def main(paths: list[str]) -> int:
     doc = json.loads(Path(paths[0]).read_text())
-    tune_path = REPO_ROOT / "bench" / "tune.json"
-    tune = json.loads(tune_path.read_text()) if tune_path.exists() else None
+    tunes = {p.name: json.loads(p.read_text())
+             for p in sorted((REPO_ROOT / "bench").glob("tune*.json"))}
     target = REPO_ROOT / "docs" / "performance.md"
     target.parent.mkdir(exist_ok=True)
     existing = target.read_text() if target.exists() else ""
     marker = "<!-- measured -->"
     notes = existing.split(marker, 1)[1] if marker in existing else "\n"
-    target.write_text("\n".join(render(doc, tune)) + "\n\n" + marker + notes)
+    target.write_text("\n".join(render(doc, tunes)) + "\n\n" + marker + notes)
     print(target)
     return 0
 

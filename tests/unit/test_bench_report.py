@@ -56,5 +56,5 @@ def test_what_a_run_did_not_measure_is_never_called_met() -> None:
     assert met["at 1M, d <= 1.7 x the DuckDB script (f)"] is None
     assert all(v is None for k, v in met.items() if "slope" in k or "largest" in k)
     assert met["every reader names the same ids as d, at every size"] is False
-    text = "\n".join(report.render(doc(size(1_000_000, d_kafka_recon=reader(30))), None))
+    text = "\n".join(report.render(doc(size(1_000_000, d_kafka_recon=reader(30)))))
     assert text.count("| not measured |") == 4
