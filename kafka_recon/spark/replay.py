@@ -210,12 +210,11 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
         F.count(F.when(in_window, 1)).alias("count"),
         F.count_distinct(F.when(in_window, F.col("id"))).alias("distinct"),
         F.count(F.when(~identifiable & arrived(start, closes_at), 1)).alias("unidentifiable"),
-        F.coalesce(F.sum(F.when(in_window, F.xxhash64("id").cast("decimal(38,0)"))),
-                   F.lit(0).cast("decimal(38,0)")).cast("string").alias("fingerprint"),
+        hash_sum(F.when(in_window, F.xxhash64("id"))).alias("fingerprint"),
         F.count(F.when((F.col("kafka_ts") < F.lit(start - margin))
                        | (F.col("kafka_ts") >= F.lit(closes_at + margin)), 1)
                 ).alias("out_of_order"),
-        *([_digest_sum()] if "digest" in records.columns else []),
+        *([hash_sum(F.col("digest")).alias("digest")] if "digest" in records.columns else []),
     )
 
 
@@ -225,15 +224,16 @@ def digests(raw: DataFrame, record: RecordSpec) -> DataFrame:
     from pyspark.sql import functions as F
 
     return (raw.where(present(record)).select(record_digest().alias("digest"))
-            .agg(F.count(F.lit(1)).alias("read"), _digest_sum()))
+            .agg(F.count(F.lit(1)).alias("read"), hash_sum(F.col("digest")).alias("digest")))
 
 
-def _digest_sum() -> Column:
+def hash_sum(hashes: Column) -> Column:
+    """The sum of 64-bit hashes as exact decimal text ("0" for none): a long would overflow,
+    and a sum does not depend on the order rows were read in."""
     from pyspark.sql import functions as F
 
-    # an exact decimal, as the fingerprint: a long would overflow
-    return F.coalesce(F.sum(F.col("digest").cast("decimal(38,0)")),
-                      F.lit(0).cast("decimal(38,0)")).cast("string").alias("digest")
+    return F.coalesce(F.sum(hashes.cast("decimal(38,0)")),
+                      F.lit(0).cast("decimal(38,0)")).cast("string")
 
 
 # ------------------------------------------------------------------ I/O
