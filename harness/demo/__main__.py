@@ -149,8 +149,11 @@ def run_demo(workdir: Path, orders: int = 1000, crash_after_batches: int = 3) ->
     if workdir.exists():
         shutil.rmtree(workdir)  # from nothing, every time
     workdir.mkdir(parents=True)
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    start, end = today - timedelta(days=1), today  # yesterday: the daily DAG's window
+    # the latest day whose window has closed by the time the DAG runs: shortly after midnight
+    # yesterday's window is still in its grace (10 minutes) and would rightly be inconclusive
+    closed = datetime.now(UTC) - timedelta(hours=1)
+    end = closed.replace(hour=0, minute=0, second=0, microsecond=0)
+    start = end - timedelta(days=1)  # the daily DAG's window
 
     kafka = KafkaCluster(workdir / "kafka", size=1)
     mail = MailCatcher(workdir / "mail")
