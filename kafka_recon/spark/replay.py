@@ -331,15 +331,19 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         return group, read_window(spark, ep, tier.topic, starting, ending, group,
                                   tier.isolation_level)
 
+    wanted = replays_wanted or flow.replays
+
     def records_of(raw: DataFrame) -> DataFrame:
-        return extract_records(raw.withColumn("digest", record_digest()), flow.record, schemas)
+        # a digest per record only when a later replay will compare with it
+        return extract_records(raw.withColumn("digest", record_digest()) if wanted > 1 else raw,
+                               flow.record, schemas)
 
     def summarised(records: DataFrame) -> dict[str, Any]:
         # an aggregate always yields exactly one row
         return dict(summarize(records, window.start, window.end, window.closes_at,
                               flow.disorder).collect()[0].asDict())
 
-    for i in range(1, (replays_wanted or flow.replays) + 1):
+    for i in range(1, wanted + 1):
         group, raw = fresh_read(i)
         if first is None:
             # one pass: the summary fills the cache the reconcile step reads
