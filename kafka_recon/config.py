@@ -108,9 +108,15 @@ class RecordSpec(_Strict):
                          f"pattern with a year (such as 'dd/MM/yyyy HH:mm:ss'), got {v!r}")
 
 
+class Tolerance(_Strict):
+    loss: int = Field(0, ge=0)
+    duplicate: int = Field(0, ge=0)
+
+
 class SqlTier(_Strict):
     name: str
     type: Literal["sql"]
+    tolerance: Tolerance | None = None  # for the hop into this tier (else the flow's)
     conn: str = Field(description="Airflow connection id or SQLAlchemy URL")
     ids: str | None = None
     counts: str | None = None
@@ -130,12 +136,19 @@ class SqlTier(_Strict):
 class FlumeTier(_Strict):
     name: str
     type: Literal["flume"]
+    tolerance: Tolerance | None = None
     metrics_url: str
     source: str
     sink: str
 
 
 ClientProps = dict[str, str | int | float | bool]
+
+# MirrorMaker 2's own topics (offset syncs, checkpoints, heartbeats, a dedicated cluster's
+# configs/offsets/status): they hold no record of any flow, so reading one is a config mistake
+MM2_INTERNAL = re.compile(r"^(mm2-offset-syncs\..+\.internal|.+\.checkpoints\.internal"
+                          r"|(.+\.)?heartbeats|mm2-(configs|offsets|status)\..+\.internal)$")
+HopKind = Literal["replication", "process"]
 
 
 class KafkaTier(_Strict):
@@ -156,10 +169,36 @@ class KafkaTier(_Strict):
     consumer: ClientProps = {}
     producer_properties: str | None = None
     consumer_properties: str | None = None
+    # a topic fed by another topic of the flow: how (`replication`: MirrorMaker 2 or any
+    # mirror; `process`: a consume-transform-produce processor), and where its records keep
+    # their id and time when a processor changed the value (else the flow's `record`)
+    via: HopKind | None = None
+    record: RecordSpec | None = None
+    # how long after the window's end this topic's records may still arrive (a mirror lags)
+    grace: timedelta | None = None
+    tolerance: Tolerance | None = None  # for the hop into this topic (else the flow's)
+    # a MirrorMaker 2 properties file (mm2.properties) whose settings the audit checks
+    mirror_properties: str | None = None
+
+    @field_validator("grace", mode="before")
+    @classmethod
+    def _grace(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
+    @field_validator("topic")
+    @classmethod
+    def _not_mm2_internal(cls, v: str) -> str:
+        if MM2_INTERNAL.match(v):
+            raise ValueError(f"topic {v!r} is one of MirrorMaker 2's own topics (offset syncs, "
+                             "checkpoints, heartbeats or its configs): it holds no flow "
+                             "records; name the mirrored topic (e.g. 'A.orders')")
+        return v
 
     def model_post_init(self, __context: Any) -> None:
         if not self.bootstrap and not self.conn:
             raise ValueError("give 'bootstrap', 'conn' (an Airflow Kafka connection) or both")
+        if self.mirror_properties and self.via != "replication":
+            raise ValueError("mirror_properties describe a mirror: set via: replication")
 
 
 Tier = Annotated[SqlTier | FlumeTier | KafkaTier, Field(discriminator="type")]
@@ -177,11 +216,6 @@ class Point:
         """Counted id by id (anti-joins), rather than by counts per bucket."""
         return isinstance(self.tier, KafkaTier) or (
             isinstance(self.tier, SqlTier) and self.tier.ids is not None)
-
-
-class Tolerance(_Strict):
-    loss: int = Field(0, ge=0)
-    duplicate: int = Field(0, ge=0)
 
 
 class Volume(_Strict):
@@ -218,13 +252,53 @@ class Flow(_Strict):
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"tier names must be unique, repeated: {', '.join(repeated)}")
-        if sum(isinstance(t, KafkaTier) for t in tiers) != 1:
-            raise ValueError("a flow needs exactly one tier of type kafka")
+        kafka = [t for t in tiers if isinstance(t, KafkaTier)]
+        if not kafka:
+            raise ValueError("a flow needs at least one tier of type kafka")
+        for before, t in zip(tiers, tiers[1:], strict=False):
+            fed = isinstance(before, KafkaTier) and isinstance(t, KafkaTier)
+            if fed and t.via is None:
+                raise ValueError(f"tier '{t.name}' follows topic tier '{before.name}': say how "
+                                 "records get there, via: replication (a mirror such as "
+                                 "MirrorMaker 2) or via: process (a processor)")
+            if not fed and isinstance(t, KafkaTier) and t.via is not None:
+                raise ValueError(f"tier '{t.name}': 'via' names the hop from a topic tier "
+                                 "right before it, and there is none")
+        if isinstance(tiers[0], KafkaTier) and tiers[0].via is not None:
+            raise ValueError(f"tier '{tiers[0].name}': 'via' names the hop from a topic tier "
+                             "right before it, and there is none")
+        where = [((t.bootstrap or t.conn), t.topic) for t in kafka]
+        twice = sorted({f"{b}/{tp}" for b, tp in where if where.count((b, tp)) > 1})
+        if twice:
+            raise ValueError(f"the same topic is named by two tiers: {', '.join(twice)}")
         return tiers
 
     @property
+    def kafka_tiers(self) -> list[KafkaTier]:
+        """The flow's topics, in flow order."""
+        return [t for t in self.tiers if isinstance(t, KafkaTier)]
+
+    @property
     def topic_tier(self) -> KafkaTier:
-        return next(t for t in self.tiers if isinstance(t, KafkaTier))
+        """The first topic: the one the upstream writes to."""
+        return self.kafka_tiers[0]
+
+    def record_of(self, tier: KafkaTier) -> RecordSpec:
+        """Where a topic's records keep their id and time: its own `record`, else the flow's."""
+        return tier.record or self.record
+
+    def grace_of(self, tier: KafkaTier) -> timedelta:
+        return tier.grace if tier.grace is not None else self.grace
+
+    @property
+    def longest_grace(self) -> timedelta:
+        """When the whole flow's window has closed: the slowest topic's grace."""
+        return max([self.grace, *(self.grace_of(t) for t in self.kafka_tiers)])
+
+    def tolerance_into(self, point: str) -> Tolerance:
+        """The tolerance of the hop into a point: its tier's own, else the flow's."""
+        tier = next(p.tier for p in self.points if p.name == point)
+        return tier.tolerance or self.tolerance
 
     @property
     def points(self) -> list[Point]:
@@ -238,10 +312,23 @@ class Flow(_Strict):
         return out
 
     def side_of(self, upstream_point: str) -> str:
-        """'write' for hops up to and into the topic, 'consume' for hops out of it."""
-        names = [p.name for p in self.points]
-        return "write" if names.index(upstream_point) < names.index(self.topic_tier.name) \
-            else "consume"
+        """The side of the hop from a point to the next (DESIGN.md's sides, and the README's
+        for chains of topics): `write` up to and into a topic from outside Kafka,
+        `replication` or `process` from one topic into the next (its `via`), `consume` out of
+        a topic, and beyond it."""
+        points = self.points
+        i = [p.name for p in points].index(upstream_point)
+        a, b = points[i].tier, points[i + 1].tier if i + 1 < len(points) else None
+        if isinstance(b, KafkaTier) and b.via is not None and isinstance(a, KafkaTier):
+            return b.via
+        if isinstance(b, KafkaTier):
+            return "write"
+        if isinstance(a, KafkaTier):
+            return "consume"
+        # between two tiers outside Kafka: before the first topic, records are still on
+        # their way in
+        first = [p.name for p in points].index(self.topic_tier.name)
+        return "write" if i < first else "consume"
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

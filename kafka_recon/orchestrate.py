@@ -56,7 +56,7 @@ def load(flow_name: str, start: str, end: str, config: Path | None = None,
     runs root, one per flow and window)."""
     config = config or config_path()
     flow = load_flow(config, flow_name)
-    window = Window.parse(start, end, flow.grace)
+    window = Window.parse(start, end, flow.longest_grace)
     folder = RunFolder(out) if out else RunFolder.of(runs_root(), flow.name, window)
     return Run(flow, window, folder, config.parent)
 
@@ -153,6 +153,8 @@ def stage_topic(run: Run) -> list[dict[str, Any]]:
         ep = endpoint(tier)
         # every missing right named at once, before a client times out on one of them
         preflight.check(ep, tier.topic, tier.consumer_groups)
+        for more in run.flow.kafka_tiers[1:]:
+            preflight.check(endpoint(more), more.topic, more.consumer_groups)
         audit = audit_flow(run.flow, run.config_dir, ep)
         staged: list[dict[str, Any]] = []
         for name in staged_tiers(run.flow):
@@ -224,9 +226,10 @@ def stage(run: Run) -> list[dict[str, Any]]:
 
 
 def replay(run: Run, spark: SparkSession, replays: int | None = None,
-           keep_records: bool = True) -> tuple[dict[str, Any], DataFrame]:
+           keep_records: bool = True) -> tuple[dict[str, Any], dict[str, DataFrame]]:
     """Step 2 on a Spark session (in process, or the one spark-submit made): replays.json, and
-    the first replay's records, cached for the reconcile step of the same application."""
+    each topic's first-replay records, cached for the reconcile step of the same application
+    (by tier name)."""
     from kafka_recon.spark import replay as replay_step
 
     with _guarded(run, "replay"):
@@ -234,9 +237,10 @@ def replay(run: Run, spark: SparkSession, replays: int | None = None,
     return out
 
 
-def reconcile(run: Run, spark: SparkSession, topic_records: DataFrame | None = None) -> Result:
-    """Step 3: the Spark comparison, then the typed result from its aggregates. The topic's
-    records are the replay's, handed over in memory, or read from its Parquet folder."""
+def reconcile(run: Run, spark: SparkSession,
+              topic_records: dict[str, DataFrame] | None = None) -> Result:
+    """Step 3: the Spark comparison, then the typed result from its aggregates. The topics'
+    records are the replay's, handed over in memory, or read from their Parquet folders."""
     from kafka_recon.result.build import build_result
     from kafka_recon.spark import reconcile as reconcile_step
 
@@ -269,7 +273,8 @@ def replay_and_reconcile(run: Run, spark: SparkSession, replays: int | None = No
         return result
     finally:
         clock.stop_counting()
-        records.unpersist()
+        for df in records.values():
+            df.unpersist()
 
 
 def conclude(run: Run) -> Result:
@@ -299,7 +304,9 @@ def validate(run: Run) -> dict[str, Any]:
 
         volume = history.volume_band(run.flow, run.flow.topic_tier.name, run.window.start,
                                      run.window.end)
-    return validate_result(result, run.out, run.flow.tolerance.model_dump(), volume)
+    hop_tolerance = {h.name: run.flow.tolerance_into(h.to).model_dump() for h in result.hops}
+    return validate_result(result, run.out, run.flow.tolerance.model_dump(), volume,
+                           hop_tolerance)
 
 
 def report(run: Run) -> dict[str, str]:
@@ -435,7 +442,8 @@ def spark_step(step: str, run: Run, replays: int | None = None, owner: str | Non
     try:
         if step == "replay":
             out, _ = replay(run, spark, replays)
-            return {"replays": [(r["group"], r["count"]) for r in out["replays"]]}
+            return {"replays": [(t["tier"], r["group"], r["count"]) for t in out["topics"]
+                                for r in t["replays"]]}
         if step == "reconcile":
             result = reconcile(run, spark)
         elif step == "replay_reconcile":

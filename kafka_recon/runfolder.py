@@ -115,8 +115,8 @@ class RunFolder:
     def staged(self, tier: str) -> Path:
         return self.path / "staged" / f"{tier}.json"
 
-    def replay_dir(self, n: int) -> Path:
-        return self.path / "replays" / f"r{n}"
+    def replay_dir(self, n: int, tier: str) -> Path:
+        return self.path / "replays" / tier / f"r{n}"
 
     def ids_file(self, kind: str, name: str) -> Path:
         """An id file: kind is missing, unexpected, duplicate, late or unidentifiable."""

@@ -17,9 +17,14 @@ from kafka_recon.settings import expectations_dir
 
 
 def validate_result(result: Result, out_dir: Path | str,
-                    tolerance: dict[str, int], volume: dict[str, Any] | None = None
+                    tolerance: dict[str, int], volume: dict[str, Any] | None = None,
+                    hop_tolerance: dict[str, dict[str, int]] | None = None
                     ) -> dict[str, Any]:
     """Run the suites over `result` and build Data Docs in `out_dir/gx`.
+
+    `tolerance` is the flow's; `hop_tolerance` a hop's own, by hop name (a mirror's copies).
+    Each topic's replays are checked apart (`recon_replays`, or `recon_replays[<tier>]` when
+    the flow has several topics): two topics of a chain rightly hold different records.
 
     `volume` is the band from the history (kafka_recon.outputs.history.volume_band) for a flow
     with no upstream count; without a band (too little history) the volume suite is not run and the
@@ -42,29 +47,33 @@ def validate_result(result: Result, out_dir: Path | str,
         [
             {"hop": h.name, "expected": h.expected, "observed": h.observed,
              "missing": h.missing, "unexpected": h.unexpected, "duplicate": h.duplicate,
-             "expected_plus_unexpected": (h.expected or 0) + h.unexpected}
+             "expected_plus_unexpected": (h.expected or 0) + h.unexpected,
+             "allowed_missing": (hop_tolerance or {}).get(h.name, tolerance).get("loss", 0),
+             "allowed_duplicate": (hop_tolerance or {}).get(h.name, tolerance)
+             .get("duplicate", 0)}
             for h in result.hops
         ]
     )
-    replays = pd.DataFrame(
-        [{"group": r.group, "count": r.count, "fingerprint": r.fingerprint}
-         for r in result.replays]
-    )
-    params = {"max_missing": tolerance.get("loss", 0),
-              "max_duplicate": tolerance.get("duplicate", 0)}
-    checks = [("recon_hops", hops), ("recon_replays", replays)]
+    params: dict[str, Any] = {}
+    checks: list[tuple[str, Any, str]] = [("recon_hops", hops, "recon_hops")]
+    topics = list(dict.fromkeys(r.tier for r in result.replays))
+    for tier in topics:
+        checks.append(("recon_replays", pd.DataFrame(
+            [{"group": r.group, "count": r.count, "fingerprint": r.fingerprint}
+             for r in result.replays if r.tier == tier]),
+            f"recon_replays[{tier}]" if len(topics) > 1 else "recon_replays"))
     if volume is not None:
         counts = {t.name: t.count for t in result.tiers}
         volume = {**volume, "observed": counts.get(volume["tier"])}
         if volume.get("min") is not None:
             params.update(volume_min=volume["min"], volume_max=volume["max"])
             checks.append(("recon_volume", pd.DataFrame(
-                [{"tier": volume["tier"], "records": volume["observed"]}])))
+                [{"tier": volume["tier"], "records": volume["observed"]}]), "recon_volume"))
     suites: dict[str, Any] = {}
-    for name, frame in checks:
+    for name, frame, label in checks:
         vd = context.validation_definitions.get(name)
         res = vd.run(batch_parameters={"dataframe": frame}, expectation_parameters=params)
-        suites[name] = {
+        suites[label] = {
             "success": bool(res.success),
             "failed": [
                 {"expectation": r.expectation_config.type,

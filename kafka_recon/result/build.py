@@ -41,10 +41,11 @@ def replays_consistent(replays: list[dict[str, Any]]) -> bool:
 
 def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
                       ) -> tuple[list[str], list[dict[str, Any]]]:
-    """Reasons the topic's window is incomplete, and consume-side losses to retention."""
+    """Reasons a topic's window is incomplete, and losses to retention out of it (`topic`:
+    its entry of replays.json)."""
     reasons: list[str] = []
     findings: list[dict[str, Any]] = []
-    tier = flow.topic_tier
+    tier = next(t for t in flow.kafka_tiers if t.name == topic["tier"])
     ranges = [PartitionRange(**o) for o in topic.get("offsets", [])]
     cut = retention_cut(ranges, Window.millis(window.start))
     if cut:
@@ -56,7 +57,8 @@ def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
     committed = {g: {int(p): off for p, off in offs.items()}
                  for g, offs in topic.get("committed", {}).items()}
     for group, lost in sorted(deleted_before_consumed(ranges, committed).items()):
-        findings.append({"kind": "loss", "side": "consume", "hop": f"{tier.name}->{after}",
+        findings.append({"kind": "loss", "side": flow.side_of(tier.name) if after != tier.name
+                         else "consume", "hop": f"{tier.name}->{after}",
                          "count": lost, "ids": None, "cause": "retention", "group": group,
                          "buckets": [], "within_tolerance": False})
         reasons.append(f"consumer group '{group}' had not consumed {lost} offsets of topic "
@@ -77,7 +79,8 @@ def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[st
     """
     if not split:
         return findings + retention
-    write_hop = f"{split['from']}->{flow.topic_tier.name}"
+    topic = next(t for t in flow.kafka_tiers if t.name == split["topic"])
+    write_hop = f"{split['from']}->{topic.name}"
     write = [f for f in findings if f["kind"] == "loss" and f["hop"] == write_hop]
     unread = split["unread"]
     deleted_unread = sum(f["count"] for f in retention)
@@ -102,52 +105,68 @@ def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[st
     consumed = split["missing_from_topic"] - unread
     if write:
         reasons.append(f"the {write[0]['count']} record(s) missing from topic "
-                       f"'{flow.topic_tier.topic}' were deleted by retention, not lost on the "
-                       f"write side: {consumed} had been consumed into '{split['to']}', "
-                       f"{unread} never were")
+                       f"'{topic.topic}' were deleted by retention, not lost on the "
+                       f"{write[0]['side']} side: {consumed} had been consumed into "
+                       f"'{split['to']}', {unread} never were")
     return [f for f in findings if f not in write] + retention
 
 
 def attach_causes(findings: list[dict[str, Any]], flow: Flow, aggregates: dict[str, Any],
-                  topic: dict[str, Any], audit: list[dict[str, Any]],
+                  topics: list[dict[str, Any]], audit: list[dict[str, Any]],
                   flight: dict[str, Any] | None = None) -> None:
-    """Each loss, duplicate and unexpected finding gets its probable cause (result.causes)."""
+    """Each loss, duplicate and unexpected finding gets its probable cause (result.causes),
+    read from the evidence of the topic the finding's hop leaves, else enters (the flight
+    recorder watches the first topic)."""
     hops = {f"{h['from']}->{h['to']}": h for h in aggregates["hops"]}
-    ev = Evidence(
-        topic=flow.topic_tier.name,
+    evs = {t["tier"]: Evidence(
+        topic=t["tier"],
         committed={g: {int(p): off for p, off in offs.items()}
-                   for g, offs in topic.get("committed", {}).items()},
-        spans=next((t.get("partitions") or {} for t in aggregates["tiers"]
-                    if t["name"] == flow.topic_tier.name), {}),
-        audit=audit, flight=flight or {},
-        restarts={t["name"]: int(t["restarts"]) for t in aggregates["tiers"]
-                  if "restarts" in t})
+                   for g, offs in t.get("committed", {}).items()},
+        spans=next((a.get("partitions") or {} for a in aggregates["tiers"]
+                    if a["name"] == t["tier"]), {}),
+        audit=[a for a in audit if a.get("tier", flow.topic_tier.name) == t["tier"]],
+        flight=(flight or {}) if t["tier"] == flow.topic_tier.name else {},
+        restarts={a["name"]: int(a["restarts"]) for a in aggregates["tiers"]
+                  if "restarts" in a}) for t in topics}
+    first = evs[flow.topic_tier.name]
     for f in findings:
+        ends = f["hop"].split("->")
+        ev = evs.get(ends[0]) or evs.get(ends[-1]) or first
         found = classify(f, hops.get(f["hop"]), ev)
         if found is not None:
             f["cause"] = found
 
 
-def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: dict[str, Any],
-                 stage_reasons: list[str] | None = None, now: datetime | None = None,
-                 out: str | None = None, audit: list[dict[str, Any]] | None = None,
+def build_result(flow: Flow, window: Window, aggregates: dict[str, Any],
+                 replayed: dict[str, Any], stage_reasons: list[str] | None = None,
+                 now: datetime | None = None, out: str | None = None,
+                 audit: list[dict[str, Any]] | None = None,
                  flight: dict[str, Any] | None = None) -> Result:
-    replays = [{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
-                                  "fingerprint", "out_of_order") if k in r}
-               for r in topic["replays"]]
+    """The result of a run: `replayed` is replays.json (each topic's replays, flow order)."""
+    topics = replayed["topics"]
+    by_tier = {t["tier"]: t for t in topics}
+    several = len(topics) > 1
+    replays = [{**({"tier": t["tier"]} if several else {}),
+                **{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
+                                     "fingerprint", "out_of_order") if k in r}}
+               for t in topics for r in t["replays"]]
     names = [p.name for p in flow.points]
-    topic_at = names.index(flow.topic_tier.name)
     tiers, hops, findings = [], [], []
     reasons = list(stage_reasons or [])
+
+    def side_into(name: str) -> str:
+        """The side of the hop into a point (the first point: write)."""
+        at = names.index(name)
+        return flow.side_of(names[at - 1]) if at else "write"
 
     for t in aggregates["tiers"]:
         tier = {k: t.get(k) for k in ("name", "count", "distinct", "unidentifiable")}
         tier["buckets"] = dict(sorted((t.get("buckets") or {}).items()))  # chart and history
-        if t["name"] == flow.topic_tier.name:
-            tier["estimate"] = topic.get("estimate")
+        if t["name"] in by_tier:
+            tier["estimate"] = by_tier[t["name"]].get("estimate")
             tier["late"] = t.get("late", 0)
         tiers.append(tier)
-        side = "write" if names.index(t["name"]) <= topic_at else "consume"
+        side = side_into(t["name"])
         if t.get("unidentifiable"):
             findings.append({"kind": "unidentifiable", "side": side, "hop": t["name"],
                              "count": t["unidentifiable"],
@@ -156,7 +175,7 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
                              "within_tolerance": False})
         if t.get("late"):
             prev = names[names.index(t["name"]) - 1] if names.index(t["name"]) else t["name"]
-            findings.append({"kind": "late", "side": "write", "hop": f"{prev}->{t['name']}",
+            findings.append({"kind": "late", "side": side, "hop": f"{prev}->{t['name']}",
                              "count": t["late"], "ids": _rel(t.get("late_file"), out),
                              "buckets": _nonzero(t.get("late_buckets", {})),
                              # late is not loss: reported, never a failure
@@ -173,8 +192,9 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
             hop["ids_between"] = h["ids_between"]
         hops.append(hop)
         name = f"{h['from']}->{h['to']}"
-        for kind, key, tol in (("loss", "missing", flow.tolerance.loss),
-                               ("duplicate", "duplicate", flow.tolerance.duplicate),
+        tolerance = flow.tolerance_into(h["to"])
+        for kind, key, tol in (("loss", "missing", tolerance.loss),
+                               ("duplicate", "duplicate", tolerance.duplicate),
                                ("unexpected", "unexpected", 0)):
             if h[key] > 0:
                 findings.append({"kind": kind, "side": h["side"], "hop": name, "count": h[key],
@@ -182,29 +202,35 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any], topic: 
                                  "buckets": _nonzero(h["buckets"].get(key, {})),
                                  "within_tolerance": h[key] <= tol})
 
-    more_reasons, retention_findings = retention_reasons(flow, window, topic)
-    reasons += more_reasons
-    findings = explain_by_retention(findings, retention_findings, aggregates.get("retention"),
-                                    flow, out, reasons)
-    attach_causes(findings, flow, aggregates, topic, audit or [], flight)
-    disorder = max((r.get("out_of_order") or 0 for r in topic["replays"]), default=0)
-    if disorder:
-        reasons.append(
-            f"{disorder} record(s) between the offsets replayed for the window carry Kafka "
-            f"timestamps outside it by more than the flow's disorder margin "
-            f"({topic.get('disorder_seconds', 0)}s): the topic's timestamps are out of order, "
-            f"so records of the "
-            f"window may also lie outside the offsets found by timestamp")
-    consistent = replays_consistent(topic["replays"])
-    if not consistent:
-        findings.append({"kind": "replay_unstable", "side": "write", "hop": flow.topic_tier.name,
-                         "count": len(replays), "ids": None, "buckets": [],
-                         "within_tolerance": False})
-        reasons.append("replays of the same window disagree: the topic changed while it was "
-                       "read (retention, truncation after an unclean election)")
+    splits = {s["topic"]: s for s in aggregates.get("retention", [])}
+    for topic in topics:
+        more_reasons, retention_findings = retention_reasons(flow, window, topic)
+        reasons += more_reasons
+        findings = explain_by_retention(findings, retention_findings,
+                                        splits.get(topic["tier"]), flow, out, reasons)
+    attach_causes(findings, flow, aggregates, topics, audit or [], flight)
+    consistent = True
+    for topic in topics:
+        named = f"topic '{topic['tier']}'" if several else "the topic"
+        disorder = max((r.get("out_of_order") or 0 for r in topic["replays"]), default=0)
+        if disorder:
+            reasons.append(
+                f"{disorder} record(s) between the offsets replayed for the window carry Kafka "
+                f"timestamps outside it by more than the flow's disorder margin "
+                f"({topic.get('disorder_seconds', 0)}s): {named}'s timestamps are out of "
+                f"order, so records of the window may also lie outside the offsets found by "
+                f"timestamp")
+        if not replays_consistent(topic["replays"]):
+            consistent = False
+            findings.append({"kind": "replay_unstable", "side": side_into(topic["tier"]),
+                             "hop": topic["tier"], "count": len(topic["replays"]),
+                             "ids": None, "buckets": [], "within_tolerance": False})
+            reasons.append(f"replays of the same window disagree: {named} changed while it "
+                           "was read (retention, truncation after an unclean election)")
     for a in audit or []:
         # what will be lost next, and why: never the loss verdict itself
-        findings.append({**a, "hop": flow.topic_tier.name, "count": 1, "ids": None,
+        findings.append({**{k: v for k, v in a.items() if k != "tier"},
+                         "hop": a.get("tier", flow.topic_tier.name), "count": 1, "ids": None,
                          "buckets": [], "within_tolerance": True})
         if a.get("blocking"):
             reasons.append(f"{a['rule']}: {a['observed']} - the window may not be readable "

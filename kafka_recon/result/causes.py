@@ -33,7 +33,7 @@ SLACK = timedelta(minutes=10)
 class Evidence:
     """Everything a cause is read from, for one run."""
 
-    topic: str                                       # the flow's topic tier's name
+    topic: str                                       # the topic tier this evidence is about
     committed: dict[str, dict[int, int]] = field(default_factory=dict)
     spans: dict[str, dict[str, int]] = field(default_factory=dict)  # window records per partition
     audit: list[dict[str, Any]] = field(default_factory=list)
@@ -82,6 +82,14 @@ CAUSES: dict[str, Known] = {
     "flume_channel_lost": Known(
         "004", "Use a file channel (or Kafka channel) for the agent instead of a memory "
                "channel, so events accepted survive a restart."),
+    "resent_after_restart": Known(
+        "004", "Expect copies after a mirror or processor restarts (at-least-once), and set "
+               "the hop's tolerance.duplicate, or make the processor transactional "
+               "(exactly-once) and read the target topic read_committed."),
+    "skipped_between_topics": Known(
+        "000,004", "Keep the source topic's retention.ms above the mirror's or processor's "
+                   "worst lag; a processor must produce its output before it commits its "
+                   "input (or use transactions)."),
     "unknown": Known("004", "Follow seed 004's steps: confirm the loss, locate the hop, then "
                             "check the hop's clients and the brokers' logs for the window."),
 }
@@ -231,6 +239,43 @@ def consume_duplicate(runs: dict[str, Any] | None) -> dict[str, Any]:
     return cause("redelivery_after_crash", "records were delivered again, one by one",
                  "possible", evidence + ["the copies are scattered singles, not a batch: the "
                                          "sink's own retries may have written them twice"])
+
+
+def between_topics(kind: str, side: str, name: str, hop: dict[str, Any]) -> dict[str, Any]:
+    """A loss or duplicate between two topics of the flow: a mirror (`replication`) or a
+    processor (`process`) that skipped records of its source or wrote some twice."""
+    who = "the mirror" if side == "replication" else "the processor"
+    if kind == "duplicate":
+        runs = hop.get("duplicate_runs")
+        if not runs:
+            return cause("unknown", "the duplicated records could not be located in the "
+                         "target topic", "unknown", ["no offsets were found for the ids"])
+        evidence = [f"the copies sit in the target topic at {_runs_text(runs)}"]
+        if _batched(runs):
+            return cause("resent_after_restart",
+                         f"{who} wrote a run of records again: it restarted from offsets "
+                         "committed behind what it had already produced (at-least-once)",
+                         "likely", evidence)
+        return cause("resent_after_restart", f"{who} wrote records again, one by one",
+                     "possible", evidence + ["the copies are scattered singles, not a run: "
+                                             "its producer's retries may have written them"])
+    runs = hop.get("missing_runs")
+    if not runs:
+        return cause("unknown", f"the records lost between the topics of {name} could not be "
+                     "located in the source topic", "unknown",
+                     ["no offsets were found for the missing ids"])
+    evidence = [f"the lost records sit in the source topic at {_runs_text(runs)}"]
+    if _batched(runs):
+        why = ("it was behind when retention deleted them from the source, or was not running"
+               if side == "replication" else
+               "it committed its input before producing its output and stopped in between, "
+               "or was behind when retention deleted them")
+        return cause("skipped_between_topics",
+                     f"{who} skipped runs of its source topic's records: {why}",
+                     "possible", evidence)
+    return cause("unknown", f"single records of the source topic never reached the target: "
+                 f"{who} may have dropped them (a filter, or records it could not write)",
+                 "unknown", evidence)
 
 
 # ------------------------------------------------------------------ the write side
@@ -430,6 +475,8 @@ def classify(finding: dict[str, Any], hop: dict[str, Any] | None, ev: Evidence
     """The cause of one loss, duplicate or unexpected finding (None for other kinds)."""
     kind, side = finding["kind"], finding["side"]
     ends = finding["hop"].split("->")
+    if side in ("replication", "process") and kind in ("loss", "duplicate"):
+        return between_topics(kind, side, finding["hop"], hop or {})
     out_of_topic = ends[0] == ev.topic
     into_topic = ends[-1] == ev.topic
     if kind == "loss" and finding.get("cause") == "retention":

@@ -110,7 +110,8 @@ class Hop(_Model):
 
 
 class Replay(_Model):
-    _optional = frozenset({"read", "unidentifiable", "out_of_order"})
+    _optional = frozenset({"tier", "read", "unidentifiable", "out_of_order"})
+    tier: str | None = None  # which topic, when the flow has several
     group: str
     read: int | None = None
     count: int

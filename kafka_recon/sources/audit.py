@@ -9,6 +9,7 @@ says what was lost; this says what will be lost next, and why.
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -443,4 +444,96 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
 
 def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None
                ) -> list[dict[str, Any]]:
-    return evaluate(gather_facts(flow.topic_tier, config_dir, ep=ep))
+    """Every topic's audit (`ep`: the first topic's endpoint, when the caller has one), each
+    finding tagged with its topic tier; a mirror's settings when its properties are given."""
+    out: list[dict[str, Any]] = []
+    for tier in flow.kafka_tiers:
+        found = evaluate(gather_facts(tier, config_dir,
+                                      ep=ep if tier is flow.topic_tier else None))
+        if tier.mirror_properties:
+            found += audit_mirror(tier, config_dir)
+        out += [{**f, "tier": tier.name} for f in found]
+    return sorted(out, key=lambda f: SEVERITY_ORDER[f["severity"]])
+
+
+# ------------------------------------------------------------------ a mirror's settings
+MM2_FLOW = re.compile(r"^([^.\s]+)->([^.\s]+)\.enabled$")
+
+
+def mirror_setting(props: dict[str, str], source: str, target: str, key: str) -> str | None:
+    """A MirrorMaker 2 setting for the replication source->target: the flow's own
+    (`A->B.key`) wins over the top-level one."""
+    return props.get(f"{source}->{target}.{key}", props.get(key))
+
+
+def _mirror_rules(props: dict[str, str], source: str, target: str
+                  ) -> list[tuple[str, str, str, str, str, str]]:
+    """(rule, severity, observed, recommended, why, fix) for each risky setting."""
+    def get(key: str) -> str | None:
+        return mirror_setting(props, source, target, key)
+
+    hits = []
+    acks = next((v for v in (get("producer.override.acks"), props.get(f"{target}.producer.acks"),
+                             get("producer.acks")) if v is not None), None)
+    if acks is not None and acks not in ("all", "-1"):
+        hits.append(("M1-mirror-acks", "high", f"acks={acks}", "acks=all",
+                     "The mirror's producer to the target cluster does not wait for every "
+                     "in-sync replica: a leader change on the target loses mirrored records.",
+                     f"Set {target}.producer.acks=all (or remove the override)."))
+    if (get("errors.tolerance") or "none").lower() == "all":
+        hits.append(("M2-errors-tolerance", "high", "errors.tolerance=all",
+                     "errors.tolerance=none",
+                     "The mirror skips records it fails to convert or write, and says so only "
+                     "in its log: a silent loss on the replication hop.",
+                     "Remove errors.tolerance=all; let the mirror stop on a failing record."))
+    if (get("sync.topic.configs.enabled") or "true").lower() == "false":
+        hits.append(("M3-sync-topic-configs", "medium", "sync.topic.configs.enabled=false",
+                     "sync.topic.configs.enabled=true",
+                     "The target topic does not follow the source's retention and size "
+                     "settings: records the source accepts may be refused or deleted early on "
+                     "the target.", "Set sync.topic.configs.enabled=true."))
+    rf = get("replication.factor")
+    # MirrorMaker 2 creates target topics with 2 replicas unless told otherwise
+    if _int(rf, 2) < 3:
+        hits.append(("M4-mirror-replication-factor", "medium",
+                     f"replication.factor={rf or '2 (the default)'}", "replication.factor=3",
+                     "The topics the mirror creates on the target have fewer than 3 replicas: "
+                     "one broker lost leaves no room for another failure.",
+                     "Set replication.factor=3 for the mirror's target topics."))
+    if (get("emit.checkpoints.enabled") or "true").lower() == "false" \
+            or (get("sync.group.offsets.enabled") or "false").lower() != "true":
+        hits.append(("M5-offset-translation", "low",
+                     f"emit.checkpoints.enabled={get('emit.checkpoints.enabled') or 'true'}, "
+                     f"sync.group.offsets.enabled={get('sync.group.offsets.enabled') or 'false'}",
+                     "emit.checkpoints.enabled=true, sync.group.offsets.enabled=true",
+                     "Consumers failing over to the target cluster get no translated offsets: "
+                     "they restart from the start (duplicates) or the end (loss) of the topic.",
+                     "Enable checkpoints and group offset sync for the groups that may fail "
+                     "over."))
+    return hits
+
+
+def audit_mirror(tier: KafkaTier, config_dir: Path) -> list[dict[str, Any]]:
+    """The audit of a mirror's own settings (its mm2.properties), on the replication hop into
+    `tier`: the replication whose source alias prefixes the topic (`A.orders`: A), else the
+    file's one enabled replication."""
+    assert tier.mirror_properties is not None
+    path = Path(tier.mirror_properties)
+    path = path if path.is_absolute() else config_dir / path
+    if not path.exists():
+        raise ConfigError(f"tier '{tier.name}': mirror_properties {path} does not exist")
+    props = read_properties(path)
+    flows = [(m.group(1), m.group(2)) for k, v in props.items()
+             if (m := MM2_FLOW.match(k)) and v.strip().lower() == "true"]
+    prefix = tier.topic.split(".", 1)[0] if "." in tier.topic else None
+    mine = [f for f in flows if f[0] == prefix] or (flows if len(flows) == 1 else [])
+    if len(mine) != 1:
+        raise ConfigError(f"tier '{tier.name}': {path} has no single enabled replication "
+                          f"feeding topic '{tier.topic}' (enabled: "
+                          f"{', '.join(f'{a}->{b}' for a, b in flows) or 'none'})")
+    source, target = mine[0]
+    return [{"kind": "config_risk", "rule": rule, "side": "replication", "severity": sev,
+             "seed": "000,004", "topic": tier.topic, "where": f"{path.name} ({source}->{target})",
+             "observed": observed, "recommended": recommended, "why": why, "fix": fix,
+             "blocking": False}
+            for rule, sev, observed, recommended, why, fix in _mirror_rules(props, source, target)]

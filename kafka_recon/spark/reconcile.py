@@ -482,57 +482,60 @@ def name_ids_across_counts(points: list[Point], counts: dict[str, DataFrame | No
         lossy[0]["ids_between"] = [points[i].name, points[j].name]
 
 
-def retention_split(flow: Flow, window: Window, replays: dict[str, Any],
+def retention_split(flow: Flow, window: Window, topic: dict[str, Any],
                     counts: dict[str, DataFrame | None], folder: RunFolder
                     ) -> dict[str, Any] | None:
-    """When retention cut the window, which ids missing from the topic had been consumed.
+    """When retention cut a topic's window, which ids missing from it had been consumed.
 
-    Ids the upstream has and the topic lost, split by the first id tier after the topic: those
-    there were consumed before retention deleted them; the others are the candidates for the
-    production group's retention loss (`kafka_recon.result.build` checks them against the offsets
-    deleted unread).
+    Ids the id tier before the topic has and the topic lost, split by the first id tier after
+    it: those there were consumed before retention deleted them; the others are the
+    candidates for the production group's retention loss (`kafka_recon.result.build` checks
+    them against the offsets deleted unread). `topic` is the topic's entry of replays.json.
     """
     from kafka_recon.sources.topic import PartitionRange, retention_cut
     from kafka_recon.window import Window
 
-    ranges = [PartitionRange(**o) for o in replays.get("offsets", [])]
+    ranges = [PartitionRange(**o) for o in topic.get("offsets", [])]
     if not retention_cut(ranges, Window.millis(window.start)):
         return None
     names = [p.name for p in flow.points]
-    at = names.index(flow.topic_tier.name)
+    at = names.index(topic["tier"])
     before = next((n for n in reversed(names[:at]) if counts[n] is not None), None)
     after = next((n for n in names[at + 1:] if counts[n] is not None), None)
-    topic = counts[names[at]]
+    here = counts[names[at]]
     up = counts[before] if before else None
     down = counts[after] if after else None
-    if up is None or down is None or topic is None:
+    if up is None or down is None or here is None:
         return None
-    lost_from_topic = missing(up, topic).cache()
+    lost_from_topic = missing(up, here).cache()
     unread = lost_from_topic.join(down.select("id"), "id", "left_anti").cache()
     path = write_ids(unread, folder.ids_file("missing", f"retention__{names[at]}__{after}"),
                      folder)
-    return {"from": before, "to": after, "missing_from_topic": lost_from_topic.count(),
+    return {"topic": names[at], "from": before, "to": after,
+            "missing_from_topic": lost_from_topic.count(),
             "unread": unread.count(), "unread_ids": path}
 
 
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
-        topic_records: DataFrame | None = None) -> dict[str, Any]:
+        topic_records: dict[str, DataFrame] | None = None) -> dict[str, Any]:
     """Count every point of the flow and compare each hop; returns the aggregates (also written
-    to reconcile.json). Reads stage.json and replays.json from the folder, and the first
-    replay's records as the replay step handed them over (`topic_records`) or, when the steps
-    ran apart, from its Parquet folder.
+    to reconcile.json). Reads stage.json and replays.json from the folder, and each topic's
+    first-replay records as the replay step handed them over (`topic_records`, by tier name)
+    or, when the steps ran apart, from their Parquet folders.
 
     The plan: each id tier is read once and cached; one job tallies their records (per bucket,
     unidentifiable, late) and one their spans per partition; one grouping by id (`compare`)
     answers every hop, and one job tallies it; one job writes every id file. The evidence of a
     cause costs a few more jobs, only for a hop with findings.
     """
+    from dataclasses import replace
+
     from pyspark.sql import functions as F
 
     from kafka_recon.config import KafkaTier
 
     bucket_s = int(flow.bucket.total_seconds())
-    replays = folder.read_json(folder.replays, "replay")
+    topics = {t["tier"]: t for t in folder.read_json(folder.replays, "replay")["topics"]}
     staged = {t["name"]: t for t in folder.read_json(folder.stage, "stage")}
     points = flow.points
     exact = [i for i, p in enumerate(points) if p.exact]
@@ -545,20 +548,21 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
 
     try:
         raws: list[DataFrame] = []
-        topic_slot: int | None = None
+        topic_slots: dict[int, KafkaTier] = {}  # the id tiers that are topics
         for i in exact:
             tier = points[i].tier
             if isinstance(tier, KafkaTier):
                 from kafka_recon.spark.replay import arrived, counted
 
-                raw = topic_records if topic_records is not None \
-                    else spark.read.parquet(replays["replays"][0]["path"])
+                raw = topic_records[tier.name] if topic_records is not None \
+                    else spark.read.parquet(topics[tier.name]["replays"][0]["path"])
                 # the replay read a margin beyond the window: what counts, and where an
-                # unidentifiable record counts, is decided here as in the replay's summary
-                raw = raw.where(counted(window.start, window.end, window.closes_at)
-                                | (~identifiable(raw) & arrived(window.start,
-                                                                window.closes_at)))
-                topic_slot = slot[i]
+                # unidentifiable record counts, is decided here as in the replay's summary,
+                # with the topic's own grace
+                closes_at = replace(window, grace=flow.grace_of(tier)).closes_at
+                raw = raw.where(counted(window.start, window.end, closes_at)
+                                | (~identifiable(raw) & arrived(window.start, closes_at)))
+                topic_slots[slot[i]] = tier
                 if topic_records is not None:  # already in memory: a filter over the cache
                     raws.append(raw)
                     continue
@@ -571,9 +575,9 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         # topic's per partition
         per_record = _tallied(reduce_union([
             record_marks(r, k, window.start, window.end, bucket_s,
-                         "kafka_ts" if k == topic_slot else "event_time", k == topic_slot)
+                         "kafka_ts" if k in topic_slots else "event_time", k in topic_slots)
             for k, r in enumerate(raws)]))
-        spans = per_record.pop(("span", topic_slot), {}) if topic_slot is not None else {}
+        spans = {k: per_record.pop(("span", k), {}) for k in topic_slots}
         # one grouping by id answers every hop between two id tiers
         hop_at: dict[int, int] = {}
         hop_specs: list[tuple[int, int, list[int]]] = []
@@ -581,8 +585,8 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             if i in slot and i + 1 in slot:
                 hop_at[i] = len(hop_specs)
                 hop_specs.append((slot[i], slot[i + 1], [slot[j] for j in exact if j <= i]))
-        collapse = frozenset({topic_slot}) if topic_slot is not None \
-            and flow.record.envelope == "debezium" else frozenset()
+        collapse = frozenset(k for k, t in topic_slots.items()
+                             if flow.record_of(t).envelope == "debezium")
         compared = keep(compare(records, collapse)) if records else None
         marked = marks(compared, len(records), hop_specs) if compared is not None else None
         per_id = _tallied(marked) if marked is not None else {}
@@ -615,13 +619,13 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                 files.append(IdFile(target, ("partition", "offset", "reason"),
                                     id_rows(unreadable, ["partition", "offset", "reason"],
                                             None, "partition", "offset"))
-                             if k == topic_slot else
+                             if k in topic_slots else
                              IdFile(target, ("id", "event_time"),
                                     id_rows(unreadable, ["id", "event_time"], "id")))
                 info["unidentifiable_file"] = str(target)
                 info["unidentifiable_buckets"] = {b: n for b, n in bad.items() if b}
-            if k == topic_slot:
-                info["partitions"] = spans
+            if k in topic_slots:
+                info["partitions"] = spans[k]
                 lt = per_record.get(("late", k), {})
                 info["late"] = sum(lt.values())
                 if info["late"]:
@@ -633,13 +637,15 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             counts[point.name] = ids_of(compared, k)
             tiers.append(info)
 
-        ranks: list[DataFrame] = []
+        ranks: dict[int, DataFrame] = {}
 
-        def ranked() -> DataFrame:
-            if not ranks:
-                assert topic_slot is not None
-                ranks.append(keep(rank_topic(records[topic_slot])))
-            return ranks[0]
+        def ranked(k: int) -> Callable[[], DataFrame]:
+            """A topic's records ranked per partition: ranked once, for every hop."""
+            def get() -> DataFrame:
+                if k not in ranks:
+                    ranks[k] = keep(rank_topic(records[k]))
+                return ranks[k]
+            return get
 
         hops: list[dict[str, Any]] = []
         runs: dict[tuple[int, str], DataFrame] = {}  # (hop, key): summarised all at once
@@ -681,9 +687,10 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                                     "duplicate": {}, "expected": e, "observed": o})
             for key in ("missing", "unexpected", "duplicate"):
                 hop[key] = sum(hop["buckets"][key].values())
-            if i in hop_at and topic_slot is not None:
+            if i in hop_at:
                 runs.update({(i, key): df for key, df in
-                             _evidence(hop, a, b, found, ranked, records[slot[i]]).items()})
+                             _evidence(hop, a, b, found, ranked(slot[i]), ranked(slot[i + 1]),
+                                       records[slot[i]]).items()})
             hops.append(hop)
         for (at, key), summary in run_summaries(runs).items():
             hops[at][key] = summary
@@ -692,7 +699,8 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
 
         name_ids_across_counts(points, counts, hops, folder)
         aggregates: dict[str, Any] = {"tiers": tiers, "hops": hops}
-        gone = retention_split(flow, window, replays, counts, folder)
+        gone = [split for t in flow.kafka_tiers
+                if (split := retention_split(flow, window, topics[t.name], counts, folder))]
         if gone:
             aggregates["retention"] = gone
         folder.write_json(folder.aggregates, aggregates)
@@ -703,27 +711,33 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
 
 
 def _evidence(hop: dict[str, Any], a: Point, b: Point, found: dict[str, DataFrame],
-              ranked: Callable[[], DataFrame], upstream: DataFrame) -> dict[str, DataFrame]:
+              ranked_a: Callable[[], DataFrame], ranked_b: Callable[[], DataFrame],
+              upstream: DataFrame) -> dict[str, DataFrame]:
     """The evidence of a cause, for a hop with findings (kafka_recon.result.causes reads it):
-    on the consume side, where the lost and re-delivered records sit in the topic; on the write
-    side, the lost records' shape in the upstream's own order, and where the copies of a
-    duplicate sit in the topic and under which timestamps. `ranked` gives the topic's records
-    ranked per partition, ranked once for every hop that needs them. Returns the run tables
-    to summarise under the hop's keys (`run_summaries`, all hops at once)."""
+    out of a topic, where the lost and re-delivered records sit in it; into a topic, the lost
+    records' shape in the upstream's own order (the upstream's ranks, when it is a topic
+    too), and where the copies of a duplicate sit in the topic and under which timestamps.
+    `ranked_a` and `ranked_b` give each end's records ranked per partition, when it is a topic
+    (ranked once for every hop that needs them). Returns the run tables to summarise under
+    the hop's keys (`run_summaries`, all hops at once)."""
     from kafka_recon.config import KafkaTier
 
     runs: dict[str, DataFrame] = {}
-    if isinstance(a.tier, KafkaTier):
+    if isinstance(b.tier, KafkaTier):
         if hop["missing"]:
-            runs["missing_runs"] = runs_of(found["missing"], ranked())
+            if isinstance(a.tier, KafkaTier):  # from a topic: where the lost records sat
+                runs["missing_runs"] = runs_of(found["missing"], ranked_a())
+            else:
+                hop["missing_shape"] = upstream_summary(upstream_runs(found["missing"],
+                                                                      upstream))
         if hop["duplicate"]:
-            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked())
-    elif isinstance(b.tier, KafkaTier):
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_b())
+            hop["duplicate_stamps"] = copy_stamps(found["duplicate"], ranked_b())
+    elif isinstance(a.tier, KafkaTier):
         if hop["missing"]:
-            hop["missing_shape"] = upstream_summary(upstream_runs(found["missing"], upstream))
+            runs["missing_runs"] = runs_of(found["missing"], ranked_a())
         if hop["duplicate"]:
-            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked())
-            hop["duplicate_stamps"] = copy_stamps(found["duplicate"], ranked())
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_a())
     return runs
 
 

@@ -289,17 +289,42 @@ def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, reco
 
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         replays_wanted: int | None = None, keep_records: bool = True
-        ) -> tuple[dict[str, Any], DataFrame]:
-    """Replay the window `replays_wanted` times (default: the flow's count).
+        ) -> tuple[dict[str, Any], dict[str, DataFrame]]:
+    """Replay each of the flow's topics: what replays.json holds (one entry per topic, in flow
+    order) and each topic's first-replay records, cached, by tier name (`replay_topic`)."""
+    topics: list[dict[str, Any]] = []
+    records: dict[str, DataFrame] = {}
+    try:
+        for tier in flow.kafka_tiers:
+            doc, first = replay_topic(spark, flow, tier, window, folder, replays_wanted,
+                                      keep_records)
+            topics.append(doc)
+            records[tier.name] = first
+    except BaseException:
+        for df in records.values():
+            df.unpersist()
+        raise
+    out = {"topics": topics}
+    folder.write_json(folder.replays, out)
+    return out, records
 
-    Returns what replays.json holds and the first replay's records, cached: the reconcile step
-    of the same application reads them from memory. Each replay is one pass over Kafka: the
-    first caches its records as it summarises them; a later one only sums its records'
+
+def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
+                 folder: RunFolder, replays_wanted: int | None = None, keep_records: bool = True
+                 ) -> tuple[dict[str, Any], DataFrame]:
+    """Replay one topic's window `replays_wanted` times (default: the flow's count).
+
+    Returns its entry of replays.json and its first replay's records, cached: the reconcile
+    step of the same application reads them from memory. Each replay is one pass over Kafka:
+    the first caches its records as it summarises them; a later one only sums its records'
     digests, and is summarised as the first when they match (`same_records`), else from one
     more read of its own (a record changed or vanished between the reads). `keep_records` also
-    writes the first replay's records to `replays/r1/` (Parquet), for a reconcile step run as
-    another application, or to look at.
+    writes the first replay's records to `replays/<tier>/r1/` (Parquet), for a reconcile step
+    run as another application, or to look at. The topic's own grace (a mirror lags) sets
+    when its window closes.
     """
+    from dataclasses import replace
+
     from kafka_recon.sources.kafka_client import endpoint
     from kafka_recon.sources.topic import (
         GROUP_PREFIX,
@@ -310,7 +335,8 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     )
     from kafka_recon.window import Window
 
-    tier = flow.topic_tier
+    window = replace(window, grace=flow.grace_of(tier))
+    record = flow.record_of(tier)
     ep = endpoint(tier)
     # the window's offsets (the estimate, retention) and the wider ones read (the disorder
     # margin on both sides)
@@ -322,7 +348,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     starting, ending = spark_offsets(tier.topic, read)
-    schemas = window_schemas(spark, ep, tier, flow.record, starting, ending)
+    schemas = window_schemas(spark, ep, tier, record, starting, ending)
     replays: list[dict[str, Any]] = []
     first: DataFrame | None = None
 
@@ -336,7 +362,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     def records_of(raw: DataFrame) -> DataFrame:
         # a digest per record only when a later replay will compare with it
         return extract_records(raw.withColumn("digest", record_digest()) if wanted > 1 else raw,
-                               flow.record, schemas)
+                               record, schemas)
 
     def summarised(records: DataFrame) -> dict[str, Any]:
         # an aggregate always yields exactly one row
@@ -350,12 +376,12 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             first = records_of(raw).cache()
             entry: dict[str, Any] = {"group": group, **summarised(first)}
             if keep_records:
-                target = folder.replay_dir(i)
+                target = folder.replay_dir(i, tier.name)
                 # overwrite: re-running the window replaces this replay
                 first.write.mode("overwrite").parquet(str(target))
                 entry["path"] = str(target)
         else:
-            got = digests(raw, flow.record).collect()[0]
+            got = digests(raw, record).collect()[0]
             if (got["read"], got["digest"]) == (replays[0]["read"], replays[0]["digest"]):
                 # the very same records: every figure of the summary is the first's
                 entry = {**{k: v for k, v in replays[0].items() if k != "path"},
@@ -374,7 +400,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         "disorder_seconds": int(flow.disorder.total_seconds()),
         "estimate": sum(r.end - r.start for r in ranges),
         "committed": {g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
+        "grace_seconds": int(window.grace.total_seconds()),
         "replays": replays,
     }
-    folder.write_json(folder.replays, out)
     return out, first

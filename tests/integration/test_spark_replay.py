@@ -76,8 +76,8 @@ def test_replay_counts_window_records_exactly(kafka: KafkaCluster, tmp_path: Pat
         env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
-    replays = json.loads((out / "replays.json").read_text())
-    assert len(replays["replays"]) == 2
+    [replays] = json.loads((out / "replays.json").read_text())["topics"]  # the one topic
+    assert replays["tier"] == "topic" and len(replays["replays"]) == 2
     groups = {r["group"] for r in replays["replays"]}
     assert len(groups) == 2, "each replay has its own fresh consumer group"
     for r in replays["replays"]:
@@ -124,7 +124,8 @@ def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
     flow = load_flow(config, "t")
     window = Window(START, END, flow.grace)
 
-    out, first = P.run(spark, flow, window, RunFolder(tmp_path / "same"), keep_records=False)
+    out, first = P.replay_topic(spark, flow, flow.topic_tier, window,
+                                RunFolder(tmp_path / "same"), keep_records=False)
     first.unpersist()
     r1, r2 = out["replays"]
     assert r2["same_records"] is True and r2["group"] != r1["group"]
@@ -132,8 +133,9 @@ def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
         {k: r1[k] for k in ("read", "count", "distinct", "fingerprint", "digest")}
 
     # a single replay has nothing to compare with: no digest is computed
-    out, first = P.run(spark, flow, window, RunFolder(tmp_path / "one"), replays_wanted=1,
-                       keep_records=False)
+    out, first = P.replay_topic(spark, flow, flow.topic_tier, window,
+                                RunFolder(tmp_path / "one"), replays_wanted=1,
+                                keep_records=False)
     first.unpersist()
     [only] = out["replays"]
     assert "digest" not in only and (only["count"], only["distinct"]) == (50, 50)
@@ -154,7 +156,8 @@ def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
         return real(raw, record)
 
     monkeypatch.setattr(P, "digests", replaced_between_reads)
-    out, first = P.run(spark, flow, window, RunFolder(tmp_path / "changed"), keep_records=False)
+    out, first = P.replay_topic(spark, flow, flow.topic_tier, window,
+                                RunFolder(tmp_path / "changed"), keep_records=False)
     first.unpersist()
     r1, r2 = out["replays"]
     assert r2["same_records"] is False

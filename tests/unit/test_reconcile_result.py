@@ -37,11 +37,11 @@ def hop(a: str, b: str, side: str, exp: int, obs: int, miss: int = 0, unexp: int
 
 def topic(*counts: int, offsets: list[dict[str, Any]] | None = None,
           committed: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
-    return {"tier": "orders_topic", "estimate": counts[0], "offsets": offsets or [],
-            "committed": committed or {},
-            "replays": [{"group": f"g{i}", "read": c, "count": c, "distinct": c,
-                         "unidentifiable": 0, "fingerprint": str(c)}
-                        for i, c in enumerate(counts)]}
+    return {"topics": [{"tier": "orders_topic", "estimate": counts[0],
+                        "offsets": offsets or [], "committed": committed or {},
+                        "replays": [{"group": f"g{i}", "read": c, "count": c, "distinct": c,
+                                     "unidentifiable": 0, "fingerprint": str(c)}
+                                    for i, c in enumerate(counts)]}]}
 
 
 def result(hops: list[dict[str, Any]], t: dict[str, Any], tiers: list[dict[str, Any]] | None = None,
@@ -139,7 +139,7 @@ def test_group_behind_log_start_is_consume_side_loss_to_retention() -> None:
 
 def test_out_of_order_kafka_timestamps_make_the_run_inconclusive_not_a_loss() -> None:
     t = topic(8, 8)
-    for r in t["replays"]:
+    for r in t["topics"][0]["replays"]:
         r["out_of_order"] = 3
     r = result([hop("orders_db", "orders_topic", "write", 100, 8, miss=92),
                 hop("orders_topic", "warehouse", "consume", 8, 8)], t)
@@ -156,13 +156,14 @@ def _retention_run(unread: int, missing_from_topic: int = 40, write_missing: int
                 "first_timestamp": start_ms + 1000}]
     hops = [hop("orders_db", "orders_topic", "write", 100, 60, miss=write_missing),
             hop("orders_topic", "warehouse", "consume", 60, 60)]
-    split = {"from": "orders_db", "to": "warehouse", "missing_from_topic": missing_from_topic,
+    split = {"topic": "orders_topic", "from": "orders_db", "to": "warehouse",
+             "missing_from_topic": missing_from_topic,
              "unread": unread, "unread_ids": "/run/missing/retention.csv"}
     t = topic(60, offsets=offsets, committed={"orders-loader": {"0": committed_at}})
     return build_result(FLOW, WINDOW, {"tiers": [tier("orders_db", 100),
                                                  tier("orders_topic", 60),
                                                  tier("warehouse", 70)],
-                                       "hops": hops, "retention": split}, t, now=LATER,
+                                       "hops": hops, "retention": [split]}, t, now=LATER,
                         out="/run").as_json()
 
 

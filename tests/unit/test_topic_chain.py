@@ -1,0 +1,239 @@
+"""Flows through several topics: the config's words (via, per-topic record, grace and
+tolerance), the sides of each hop, the result's findings and causes, the mirror's audit and
+the suites' per-hop tolerance."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_recon.config import load_flow
+from kafka_recon.errors import ConfigError
+from kafka_recon.outputs.validate import validate_result
+from kafka_recon.result.build import build_result
+from kafka_recon.sources.audit import audit_mirror
+from kafka_recon.window import Window
+from tests.factories import hop as model_hop
+from tests.factories import replay, result, tier
+
+pytestmark = pytest.mark.unit
+
+CHAIN = """
+flows:
+  orders:
+    owners: [a@example.com]
+    grace: 10m
+    record: {id: "$.order_id", event_time: "$.created_at"}
+    tiers:
+      - {name: db, type: sql, conn: "sqlite:///x.db",
+         ids: "SELECT id, t AS event_time FROM o WHERE t >= :start AND t < :end"}
+      - {name: regional, type: kafka, bootstrap: "a:9092", topic: orders}
+      - {name: aggregate, type: kafka, bootstrap: "b:9092", topic: A.orders,
+         via: replication, grace: 1h, tolerance: {duplicate: 50}}
+      - {name: enriched, type: kafka, bootstrap: "b:9092", topic: orders-enriched,
+         via: process, record: {id: "$.order.id", event_time: "$.order.at"}}
+      - {name: sink, type: sql, conn: sink_db,
+         ids: "SELECT id, t AS event_time FROM c WHERE t >= :start AND t < :end"}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "flows.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_a_chain_of_topics_names_each_hop_by_how_records_cross_it(tmp_path: Path) -> None:
+    flow = load_flow(write(tmp_path, CHAIN), "orders")
+    assert [t.name for t in flow.kafka_tiers] == ["regional", "aggregate", "enriched"]
+    assert flow.topic_tier.name == "regional"
+    assert [flow.side_of(p) for p in ("db", "regional", "aggregate", "enriched")] == [
+        "write", "replication", "process", "consume"]
+    enriched = flow.kafka_tiers[2]
+    assert flow.record_of(enriched).id == "$.order.id"
+    assert flow.record_of(flow.kafka_tiers[1]).id == "$.order_id"
+    assert flow.grace_of(flow.kafka_tiers[1]) == timedelta(hours=1)
+    assert flow.grace_of(enriched) == timedelta(minutes=10)
+    assert flow.longest_grace == timedelta(hours=1)
+    assert flow.tolerance_into("aggregate").duplicate == 50
+    assert flow.tolerance_into("enriched").duplicate == 0
+
+
+def test_a_topic_after_a_topic_must_say_how_records_get_there(tmp_path: Path) -> None:
+    text = CHAIN.replace("via: replication, ", "")
+    with pytest.raises(ConfigError, match="tier 'aggregate' follows topic tier 'regional': "
+                                          "say how records get there"):
+        load_flow(write(tmp_path, text), "orders")
+
+
+def test_via_without_a_topic_before_is_an_error(tmp_path: Path) -> None:
+    text = CHAIN.replace('topic: orders}', 'topic: orders, via: process}')
+    with pytest.raises(ConfigError, match="'via' names the hop from a topic tier right before"):
+        load_flow(write(tmp_path, text), "orders")
+
+
+@pytest.mark.parametrize("topic", ["mm2-offset-syncs.B.internal", "A.checkpoints.internal",
+                                   "heartbeats", "A.heartbeats", "mm2-configs.A.internal"])
+def test_mirrormaker_2s_own_topics_are_never_counted(tmp_path: Path, topic: str) -> None:
+    text = CHAIN.replace("topic: A.orders", f"topic: {topic}")
+    with pytest.raises(ConfigError, match="one of MirrorMaker 2's own topics"):
+        load_flow(write(tmp_path, text), "orders")
+
+
+def test_the_same_topic_twice_in_a_flow_is_an_error(tmp_path: Path) -> None:
+    text = CHAIN.replace('bootstrap: "b:9092", topic: A.orders', 'bootstrap: "a:9092", '
+                         'topic: orders')
+    with pytest.raises(ConfigError, match="the same topic is named by two tiers: a:9092/orders"):
+        load_flow(write(tmp_path, text), "orders")
+
+
+# ------------------------------------------------------------------ the result of a chain
+def _hop(a: str, b: str, side: str, n: int, miss: int = 0, dup: int = 0,
+         **evidence: Any) -> dict[str, Any]:
+    bucket = "2026-11-20T14:00:00Z"
+    return {"from": a, "to": b, "side": side, "exact": True, "expected": n,
+            "observed": n - miss, "missing": miss, "unexpected": 0, "duplicate": dup,
+            "missing_ids": f"/run/missing/{a}__{b}.csv", "unexpected_ids": None,
+            "duplicate_ids": f"/run/duplicate/{a}__{b}.csv",
+            "buckets": {"missing": {bucket: miss}, "unexpected": {}, "duplicate": {bucket: dup},
+                        "expected": {bucket: n}, "observed": {bucket: n - miss}}, **evidence}
+
+
+def _topic(name: str, n: int, *fingerprints: str) -> dict[str, Any]:
+    return {"tier": name, "estimate": n, "offsets": [], "committed": {},
+            "replays": [{"group": f"{name}-g{i}", "read": n, "count": n, "distinct": n,
+                         "unidentifiable": 0, "fingerprint": f}
+                        for i, f in enumerate(fingerprints or ("1", "1"))]}
+
+
+def _run(tmp_path: Path, hops: list[dict[str, Any]], topics: list[dict[str, Any]]
+         ) -> dict[str, Any]:
+    flow = load_flow(write(tmp_path, CHAIN), "orders")
+    window = Window.parse("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z", flow.longest_grace)
+    tiers = [{"name": n, "count": 100, "distinct": 100, "unidentifiable": 0}
+             for n in ("db", "regional", "aggregate", "enriched", "sink")]
+    return build_result(flow, window, {"tiers": tiers, "hops": hops}, {"topics": topics},
+                        now=datetime(2026, 11, 22, tzinfo=UTC), out="/run").as_json()
+
+
+RUN = {"runs": 1, "records": 40, "partitions": 1,
+       "largest": [{"partition": 0, "first_offset": 500, "last_offset": 539, "records": 40,
+                    "first_ts": None, "last_ts": None}]}
+TOPICS = [_topic("regional", 100), _topic("aggregate", 100), _topic("enriched", 100)]
+
+
+def test_a_mirrors_resent_run_is_a_replication_duplicate_with_its_cause(tmp_path: Path) -> None:
+    r = _run(tmp_path, [_hop("db", "regional", "write", 100),
+                        _hop("regional", "aggregate", "replication", 100, dup=40,
+                             duplicate_runs=RUN),
+                        _hop("aggregate", "enriched", "process", 100, miss=3),
+                        _hop("enriched", "sink", "consume", 97)], TOPICS)
+    got = {(f["kind"], f["hop"]): f for f in r["findings"]}
+    dup = got["duplicate", "regional->aggregate"]
+    # 40 copies against the hop's own tolerance of 50: reported, within tolerance
+    assert (dup["side"], dup["count"], dup["within_tolerance"]) == ("replication", 40, True)
+    assert dup["cause"]["code"] == "resent_after_restart"
+    assert dup["cause"]["confidence"] == "likely"
+    lost = got["loss", "aggregate->enriched"]
+    # the flow's tolerance (0) on the process hop: a failure
+    assert (lost["side"], lost["within_tolerance"]) == ("process", False)
+    assert lost["cause"]["code"] == "unknown"  # no runs recorded: no mechanism claimed
+    assert r["status"] == "findings"
+    assert [x["tier"] for x in r["replays"]] == ["regional"] * 2 + ["aggregate"] * 2 + \
+        ["enriched"] * 2
+
+
+def test_a_run_of_the_source_skipped_by_the_mirror_points_at_it(tmp_path: Path) -> None:
+    r = _run(tmp_path, [_hop("db", "regional", "write", 100),
+                        _hop("regional", "aggregate", "replication", 100, miss=40,
+                             missing_runs=RUN),
+                        _hop("aggregate", "enriched", "process", 60),
+                        _hop("enriched", "sink", "consume", 60)], TOPICS)
+    lost = next(f for f in r["findings"] if f["kind"] == "loss")
+    assert lost["cause"]["code"] == "skipped_between_topics"
+    assert "partition 0, offsets 500-539" in lost["cause"]["evidence"][0]
+
+
+def test_replays_of_the_mirrored_topic_that_disagree_name_that_topic(tmp_path: Path) -> None:
+    topics = [_topic("regional", 100), _topic("aggregate", 100, "1", "2"),
+              _topic("enriched", 100)]
+    r = _run(tmp_path, [_hop("db", "regional", "write", 100),
+                        _hop("regional", "aggregate", "replication", 100),
+                        _hop("aggregate", "enriched", "process", 100),
+                        _hop("enriched", "sink", "consume", 100)], topics)
+    unstable = [f for f in r["findings"] if f["kind"] == "replay_unstable"]
+    assert [(f["hop"], f["side"]) for f in unstable] == [("aggregate", "replication")]
+    assert r["replays_consistent"] is False
+    assert any("topic 'aggregate' changed while it was read" in x for x in r["reasons"])
+
+
+# ------------------------------------------------------------------ the mirror's audit
+RISKY = """
+clusters = A, B
+A->B.enabled = true
+B->A.enabled = false
+B.producer.acks = 1
+errors.tolerance = all
+A->B.sync.topic.configs.enabled = false
+emit.checkpoints.enabled = false
+"""
+SAFE = """
+clusters = A, B
+A->B.enabled = true
+replication.factor = 3
+B.producer.acks = all
+sync.group.offsets.enabled = true
+"""
+
+
+def _mirror_tier(tmp_path: Path, props: str) -> Any:
+    (tmp_path / "mm2.properties").write_text(props)
+    text = CHAIN.replace("via: replication,", "via: replication, "
+                         "mirror_properties: mm2.properties,")
+    return load_flow(write(tmp_path, text), "orders").kafka_tiers[1]
+
+
+def test_a_mirrors_risky_settings_are_each_named_on_the_replication_side(
+        tmp_path: Path) -> None:
+    found = audit_mirror(_mirror_tier(tmp_path, RISKY), tmp_path)
+    assert sorted(f["rule"] for f in found) == [
+        "M1-mirror-acks", "M2-errors-tolerance", "M3-sync-topic-configs",
+        "M4-mirror-replication-factor", "M5-offset-translation"]
+    assert {f["side"] for f in found} == {"replication"}
+    acks = next(f for f in found if f["rule"] == "M1-mirror-acks")
+    assert (acks["observed"], acks["where"]) == ("acks=1", "mm2.properties (A->B)")
+
+
+def test_a_mirror_with_safe_settings_fires_no_rule(tmp_path: Path) -> None:
+    assert audit_mirror(_mirror_tier(tmp_path, SAFE), tmp_path) == []
+
+
+def test_a_mirror_file_with_no_replication_into_the_topic_is_an_error(tmp_path: Path) -> None:
+    tier = _mirror_tier(tmp_path, "clusters = A, B\nA->B.enabled = false\n")
+    with pytest.raises(ConfigError, match="no single enabled replication feeding topic "
+                                               "'A.orders'"):
+        audit_mirror(tier, tmp_path)
+
+
+# ------------------------------------------------------------------ the suites
+def test_a_hops_own_duplicate_tolerance_passes_the_suite_the_flows_would_fail(
+        tmp_path: Path) -> None:
+    res = result("orders", tiers=[tier("regional", 100), tier("aggregate", 130)],
+                 hops=[model_hop("regional", "aggregate", "replication", 100, 100,
+                                 duplicate=30)],
+                 replays=[replay("g1", 100, "9", tier="regional"),
+                          replay("g2", 100, "9", tier="regional"),
+                          replay("g3", 130, "7", tier="aggregate"),
+                          replay("g4", 130, "7", tier="aggregate")])
+    flow_only = validate_result(res, tmp_path / "a", {"loss": 0, "duplicate": 0})
+    assert flow_only["suites"]["recon_hops"]["success"] is False
+    per_hop = validate_result(res, tmp_path / "b", {"loss": 0, "duplicate": 0},
+                              hop_tolerance={"regional->aggregate": {"loss": 0,
+                                                                     "duplicate": 30}})
+    assert per_hop["success"] is True
+    # each topic's replays checked apart: two topics rightly hold different records
+    assert set(per_hop["suites"]) == {"recon_hops", "recon_replays[regional]",
+                                      "recon_replays[aggregate]"}
