@@ -144,6 +144,11 @@ def spark_jars() -> list[str]:
     return [str(j) for j in _jar_list("spark")]
 
 
+def mirror_classpath() -> str:
+    """Classpath of MirrorMaker 2 in dedicated mode (the drill's replication scenarios)."""
+    return os.pathsep.join(str(j) for j in _jar_list("mirror"))
+
+
 def flume_classpath() -> str:
     """Classpath of the Apache Flume agent (the drill's S10)."""
     return os.pathsep.join(str(j) for j in _jar_list("flume"))
