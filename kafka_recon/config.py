@@ -402,6 +402,11 @@ def _one_flow(path: Path, name: str, body: Any) -> Flow:
     if isinstance(record, dict) and isinstance(record.get("schema_file"), str):
         # like the apps' properties files: relative to the flow config's folder
         body["record"] = {**record, "schema_file": str(path.parent / record["schema_file"])}
+    tiers = body.get("tiers")
+    if isinstance(tiers, list):  # a mirror's properties, like a schema file: beside the config
+        body["tiers"] = [{**t, "mirror_properties": str(path.parent / t["mirror_properties"])}
+                         if isinstance(t, dict) and isinstance(t.get("mirror_properties"), str)
+                         else t for t in tiers]
     try:
         return Flow(name=name, **body)
     except ValidationError as exc:

@@ -208,8 +208,11 @@ def take_snapshots(flows: dict[str, Flow], path: Path | None = None
                 errors.append(f"flow '{name}': {one_line(exc)}")
             tier = flow.topic_tier
             try:
+                from kafka_recon.sources.mirror import mirror_commits
+
                 taken.append(recorder.record(con, name, tier.topic, endpoint(tier),
-                                             tier.consumer_groups, now))
+                                             tier.consumer_groups, now,
+                                             progress=mirror_commits(flow, tier)))
             except ReconError as exc:
                 errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
         recorder.forget(con, now - timedelta(days=snapshot_retention_days()))

@@ -18,7 +18,9 @@ Consumer spec: bootstrap, topic, group, sink (SQLite file), ledger, config, comm
 "before" or "after" processing), batch, process_ms (per record), upsert (the sink keeps one row
 per id), state (a JSON file the app rewrites: records processed, partitions at their end),
 crash_after_batches (K: the app dies right after committing its K-th batch, before writing it,
-with exit code 3; seed 000's "commit before processing" made certain).
+with exit code 3; seed 000's "commit before processing" made certain), forward_to (a topic:
+the app is a processor, writing each record there as {"order": {"id", "at"}} with its partition
+and timestamp, instead of into the sink).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.drill.ledger import Ledger
+from harness.drill.truth import record_fields
 
 CRASH_EXIT = 3
 
@@ -128,7 +131,7 @@ def run_producer(spec: dict[str, Any]) -> int:
 
 
 def run_consumer(spec: dict[str, Any]) -> int:
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
     ledger = Ledger(Path(spec["ledger"]))
     state_path = Path(spec["state"])
@@ -148,6 +151,10 @@ def run_consumer(spec: dict[str, Any]) -> int:
             **spec.get("config", {})}
     consumer = Consumer(conf)
     consumer.subscribe([spec["topic"]])
+    # a processor (S18) writes each record on to another topic, reshaped, instead of a table
+    forward_to = str(spec.get("forward_to") or "")
+    out = Producer({"bootstrap.servers": spec["bootstrap"], "acks": "all",
+                    "enable.idempotence": True, "linger.ms": 5}) if forward_to else None
     sink = sqlite3.connect(spec["sink"], isolation_level=None)
     sink.execute("PRAGMA journal_mode=WAL")
     insert = "INSERT"
@@ -202,12 +209,20 @@ def run_consumer(spec: dict[str, Any]) -> int:
             if batches == crash_after:
                 os._exit(CRASH_EXIT)  # committed, not written: a crash, no cleanup
         for m in good:
-            rec = json.loads(m.value())
+            rec = record_fields(json.loads(m.value()))
             if process_s:
                 time.sleep(process_s)
-            sink.execute(f"{insert} INTO dst (id, ts) VALUES (?, ?)", (int(rec["id"]), rec["ts"]))
+            if out is not None:
+                out.produce(forward_to, key=m.key(), partition=m.partition(),
+                            timestamp=m.timestamp()[1],  # kept, as Kafka Streams keeps it
+                            value=json.dumps({"order": {"id": rec["id"], "at": rec["ts"]}}))
+            else:
+                sink.execute(f"{insert} INTO dst (id, ts) VALUES (?, ?)",
+                             (int(rec["id"]), rec["ts"]))
             ledger.write("processed", rec["id"], m.partition(), m.offset())
             processed += 1
+        if out is not None and good and out.flush(60):
+            print("records left unsent after 60 s", file=sys.stderr, flush=True)
         if commit == "after" and offsets:
             commit_sync(offsets)
         save_state()

@@ -88,14 +88,19 @@ def alter_topic(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
 
 
 def log_start(bootstrap: str, topic: str, partition: int) -> int:
+    return watermarks(bootstrap, topic, partition)[0]
+
+
+def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """(log start, end offset) of a partition."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka-recon-drill-probe",
                   "log_level": 0})
     try:
-        low, _ = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5,
-                                         cached=False)
-        return int(low)
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5,
+                                            cached=False)
+        return int(low), int(high)
     finally:
         c.close()
 

@@ -42,6 +42,10 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     cluster = KafkaCluster(out / "cluster", size=3, broker_config=CLUSTER_CONFIG,
                            security=Security(out / "certs") if secured else None)
     cluster.start()
+    # the aggregate cluster of the replication scenarios: one broker, plain, MirrorMaker 2's
+    # target (started only when one of them runs)
+    target = KafkaCluster(out / "cluster-b", size=1).start() \
+        if any(sc.mirror for sc in chosen) else None
     if cluster.security is not None:
         os.environ[f"AIRFLOW_CONN_{DRILL_CONN.upper()}"] = json.dumps(
             {"conn_type": "kafka", "extra": cluster.security.sasl(cluster.sasl_bootstrap)})
@@ -54,12 +58,15 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
             times = repeat if sc.id in CONTROLS else 1
             for k in range(1, times + 1):
                 label = sc.id if times == 1 else f"{sc.id}#{k}"
-                row = run_scenario(sc, cluster, spark, out, attempts=attempts, label=label)
+                row = run_scenario(sc, cluster, spark, out, attempts=attempts, label=label,
+                                   target=target)
                 rows.append(row)
                 print(line(row), flush=True)
     finally:
         spark.stop()
         cluster.stop()
+        if target is not None:
+            target.stop()
     elapsed = time.monotonic() - began
     if docs is not None:
         write_docs(rows, docs, elapsed, "drill-secured" if secured else "drill")

@@ -55,7 +55,7 @@ FLOW_ONE = """  {name}:
         {kafka_at}
         topic: "{topic}"
         consumer_groups: [{group}]
-      - name: {sink}
+{after_topic}      - name: {sink}
         type: sql
         conn: "sqlite:///{down}"
         ids: "SELECT id, ts AS event_time FROM dst WHERE ts >= :start AND ts < :end"
@@ -101,8 +101,10 @@ class FlightRecorder:
             while not self._stop.is_set():
                 now = datetime.now(UTC)
                 try:
+                    progress = self._mirror_progress()
                     for flow in self.flows:
-                        recorder.record(con, flow, self.ctx.topic, ep, [self.ctx.group], now)
+                        recorder.record(con, flow, self.ctx.topic, ep, [self.ctx.group], now,
+                                        progress=progress)
                     self.taken += 1
                     self.first_at = self.first_at or now
                     self.last_at = now
@@ -111,6 +113,19 @@ class FlightRecorder:
                 self._stop.wait(RECORD_EVERY_S)
         finally:
             con.close()
+
+    def _mirror_progress(self) -> dict[str, dict[int, int]]:
+        """A mirrored scenario's MirrorMaker 2 progress, as `kafka-recon snapshot` records it
+        for a flow whose mirrored tier names the mirror's properties."""
+        from harness.services.mirror import SOURCE, TARGET
+        from kafka_recon.sources.kafka_client import KafkaEndpoint
+        from kafka_recon.sources.mirror import mirror_group, progress
+
+        if self.ctx.target is None or not self.ctx.mirrors:
+            return {}
+        return {mirror_group(SOURCE, TARGET): progress(
+            KafkaEndpoint(self.ctx.target.bootstrap), f"mm2-offsets.{SOURCE}.internal",
+            SOURCE, self.ctx.topic)}
 
     def stop(self) -> None:
         self._stop.set()
@@ -191,6 +206,35 @@ class Ctx:
     grace_s: int = 2
     bucket: str = "10s"
     flume: Any = None                     # S10's agent and snapshots: stopped after the window
+    target: KafkaCluster | None = None    # a mirrored scenario's aggregate cluster (alias B)
+    mirrors: list[Any] = field(default_factory=list)  # its MirrorMaker 2, stopped after the act
+
+    @property
+    def processed(self) -> str:
+        """The drill processor's output topic."""
+        return f"{self.topic}-processed"
+
+    def processor(self, **spec: Any) -> App:
+        """The drill's processor: reads the topic, writes each record reshaped
+        ({"order": {"id", "at"}}) to `processed`, committing as `commit` says."""
+        return self.consumer(name="processor", forward_to=self.processed, **spec)
+
+    @property
+    def mirrored(self) -> str:
+        """The mirror's copy of the topic on the target cluster (MirrorMaker 2's naming)."""
+        from harness.services.mirror import mirrored
+
+        return mirrored(self.topic)
+
+    def mirror(self, **settings: Any) -> Any:
+        """MirrorMaker 2 from the scenario's cluster to the target, for the scenario's topic."""
+        from harness.services.mirror import MirrorMaker2
+
+        assert self.target is not None, "a mirrored scenario runs with a target cluster"
+        mm2 = MirrorMaker2(self.folder / "mm2", self.bootstrap, self.target.bootstrap,
+                           self.topic, settings)
+        self.mirrors.append(mm2)
+        return mm2.start()
 
     @property
     def bootstrap(self) -> str:
@@ -297,12 +341,15 @@ class Scenario:
     write_hop: str = "db->topic"
     bite: Bite | None = None
     extra_tiers: Callable[[Ctx], str] | None = None
+    mirror: bool = False  # the flow runs on through MirrorMaker 2's copy on a second cluster
+    processor: bool = False  # ... or through a processor's output topic on the same cluster
     # the truth when a plain read of the topic cannot tell it (retention deleted the records)
     truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
 
 
 # ---------------------------------------------------------------------- one attempt
-def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path) -> Ctx:
+def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path,
+           target: KafkaCluster | None = None) -> Ctx:
     from confluent_kafka.admin import NewTopic
 
     from harness.drill.faults import admin
@@ -311,7 +358,9 @@ def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path) -> Ctx:
     config = {"min.insync.replicas": "1", **sc.topic_config}
     client = admin(cluster.bootstrap)  # referenced until the futures resolve
     futures = client.create_topics(
-        [NewTopic(topic, sc.partitions, sc.replication, config=config)])
+        [NewTopic(topic, sc.partitions, sc.replication, config=config)]
+        + ([NewTopic(f"{topic}-processed", sc.partitions, sc.replication,
+                     config={"min.insync.replicas": "1"})] if sc.processor else []))
     for fut in futures.values():
         fut.result(30)
     folder.mkdir(parents=True, exist_ok=True)
@@ -319,7 +368,7 @@ def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path) -> Ctx:
     for path in sinks.values():
         _exec(path, "CREATE TABLE dst (id INTEGER, ts TEXT)")  # no key: duplicates land
     ctx = Ctx(cluster, topic, folder, sinks, group=f"loader-{topic}",
-              upstream=folder / "upstream.db")
+              upstream=folder / "upstream.db", target=target if sc.mirror else None)
     if cluster.security is not None:
         from harness.services.kafka_security import grant, reader_acls
 
@@ -352,10 +401,27 @@ def _write_config(sc: Scenario, ctx: Ctx) -> Path:
             bucket=ctx.bucket,
             kafka_at=f'conn: "{DRILL_CONN}"' if ctx.cluster.security else
             f'bootstrap: "{ctx.bootstrap}"', topic=ctx.topic, group=ctx.group, sink=sink,
-            down=ctx.sinks[sink], extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else ""))
+            down=ctx.sinks[sink], extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else "",
+            after_topic=(_mirrored_tier(ctx) if ctx.target is not None else "")
+            + (_processed_tier(ctx) if sc.processor else "")))
     path = ctx.folder / "flows.yaml"
     path.write_text(FLOW.format(flows="".join(flows)))
     return path
+
+
+def _mirrored_tier(ctx: Ctx) -> str:
+    assert ctx.target is not None
+    props = f'\n        mirror_properties: "{ctx.mirrors[0].properties}"' if ctx.mirrors else ""
+    return (f"      - name: mirrored\n        type: kafka\n        via: replication\n"
+            f'        bootstrap: "{ctx.target.bootstrap}"\n        topic: "{ctx.mirrored}"'
+            f"{props}\n")
+
+
+def _processed_tier(ctx: Ctx) -> str:
+    at = f'conn: "{DRILL_CONN}"' if ctx.cluster.security else f'bootstrap: "{ctx.bootstrap}"'
+    return (f"      - name: processed\n        type: kafka\n        via: process\n"
+            f'        {at}\n        topic: "{ctx.processed}"\n'
+            f'        record: {{id: "$.order.id", event_time: "$.order.at"}}\n')
 
 
 def _read_ids(out: Path, relative: str | None) -> set[int] | None:
@@ -423,9 +489,10 @@ def audit_summary(result: Result) -> list[str]:
     return sorted({f"{f.rule} ({f.severity})" for f in result.risks})
 
 
-def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> dict[str, Any]:
+def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path,
+            target: KafkaCluster | None = None) -> dict[str, Any]:
     """One run of a scenario; NotBitten when the fault did not take effect."""
-    ctx = _setup(sc, cluster, folder)
+    ctx = _setup(sc, cluster, folder, target)
     # the store the run's stage step reads the recorder from (and S10's Flume counters)
     os.environ["KAFKA_RECON_SNAPSHOTS"] = str(folder / "snapshots.db")
     flight = FlightRecorder(ctx, [_flow_name(sc, sink) for sink in sc.sinks])
@@ -447,6 +514,8 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
             for app in ctx.apps:
                 if app.running():
                     app.stop(10)
+            for mm2 in ctx.mirrors:
+                mm2.stop()
             for node, alive in cluster.running().items():
                 cluster.resume(node)  # a paused follower left behind would freeze the next one
                 if not alive:  # a fault left a broker down: bring it back for the next one
@@ -470,6 +539,12 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
     tp, late = topic_ids(ctx.bootstrap, ctx.topic, start, end, closes)
     truth = Truth(up, tp, late, {s: sql_ids(str(p), "dst", start, end)
                                  for s, p in ctx.sinks.items()})
+    if ctx.target is not None:  # the mirror's copy, read as plainly as the topic
+        truth.chain.append(("mirrored", "replication", topic_ids(
+            ctx.target.bootstrap, ctx.mirrored, start, end, closes)[0]))
+    if sc.processor:
+        truth.chain.append(("processed", "process", topic_ids(
+            ctx.bootstrap, ctx.processed, start, end, closes)[0]))
     expected = sc.truth(ctx, truth) if sc.truth else expected_findings(truth, sc.write_hop)
     config = _write_config(sc, ctx)
     flows: list[dict[str, Any]] = []
@@ -495,7 +570,9 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
     why_not = sc.bite(ctx, truth) if sc.bite else None
     if wanted - truth_keys or why_not:
         missing = ", ".join("/".join(k) for k in sorted(wanted - truth_keys))
-        raise NotBitten(why_not or f"the truth holds no {missing}")
+        bitten = NotBitten(why_not or f"the truth holds no {missing}")
+        bitten.evidence = ctx.evidence  # type: ignore[attr-defined]  # what the act saw
+        raise bitten
     return {"window": {"start": start.isoformat(), "end": end.isoformat()},
             "upstream": len(up), "topic": sum(tp.values()),
             "sinks": {s: sum(c.values()) for s, c in truth.sinks.items()},
@@ -504,7 +581,8 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path) -> di
 
 
 def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
-                 attempts: int = 3, label: str | None = None) -> dict[str, Any]:
+                 attempts: int = 3, label: str | None = None,
+                 target: KafkaCluster | None = None) -> dict[str, Any]:
     """A scenario's row of the matrix: re-run while its fault does not bite."""
     label = label or sc.id
     row: dict[str, Any] = {"scenario": label, "title": sc.title, "seeds": sc.seeds,
@@ -514,9 +592,10 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
         began = time.monotonic()
         folder = out / label / f"attempt-{n}"
         try:
-            got = attempt(sc, cluster, spark, folder)
+            got = attempt(sc, cluster, spark, folder, target)
         except NotBitten as exc:
             row["attempts"].append({"n": n, "outcome": "fault did not bite", "why": str(exc),
+                                    "evidence": getattr(exc, "evidence", []),
                                     "seconds": round(time.monotonic() - began, 1)})
             continue
         except Exception as exc:  # noqa: BLE001 - a broken attempt is a failed row, not a crash

@@ -448,6 +448,132 @@ def s15_bite(ctx: Ctx, truth: Truth) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------ through a mirror
+def _mirror_consumer(ctx: Ctx) -> App:
+    """The sink's loader reads the mirror's copy on the aggregate cluster."""
+    assert ctx.target is not None
+    return ctx.consumer(bootstrap=ctx.target.bootstrap, topic=ctx.mirrored)
+
+
+def _mirrored_all(ctx: Ctx, mm2: Any, records: int) -> int:
+    from harness.services.mirror import wait_mirrored
+
+    assert ctx.target is not None
+    return wait_mirrored(ctx.target.bootstrap, ctx.mirrored, records, mirror=mm2)
+
+
+def s17(ctx: Ctx) -> None:
+    # the mirror commits its source offsets every 10 minutes: killed, it copies again all it
+    # had copied (MirrorMaker 2 is at-least-once)
+    mm2 = ctx.mirror(**{"offset.flush.interval.ms": 600_000})
+    _mirrored_all(ctx, mm2, 0)  # running: it has made the mirrored topic
+    p = ctx.producer(rate=RATE)
+    _mirrored_all(ctx, mm2, 500)
+    mm2.kill()
+    held = _mirrored_all(ctx, mm2, 0)
+    ctx.note(f"MirrorMaker 2 SIGKILLed with {held} records copied and no source offset "
+             f"committed, the producer {'still sending' if p.running() else 'done'}")
+    assert p.wait() == 0
+    mm2.start()
+    total = _mirrored_all(ctx, mm2, held + len(_upstream(ctx)))
+    ctx.note(f"restarted: the mirrored topic holds {total} records for "
+             f"{len(_upstream(ctx))} written")
+    ctx.drain(_mirror_consumer(ctx))
+
+
+def s19(ctx: Ctx) -> None:
+    # MirrorMaker 2 left to its defaults but for what a one-broker target needs, the
+    # producer and the loader safe: nothing lost, nothing copied twice
+    mm2 = ctx.mirror()
+    p = ctx.producer(rate=RATE)
+    assert p.wait() == 0
+    _mirrored_all(ctx, mm2, len(_upstream(ctx)))
+    ctx.drain(_mirror_consumer(ctx))
+
+
+def _mirror_progress(ctx: Ctx) -> dict[int, int]:
+    from harness.services.mirror import SOURCE
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
+    from kafka_recon.sources.mirror import progress
+
+    assert ctx.target is not None
+    return progress(KafkaEndpoint(ctx.target.bootstrap), f"mm2-offsets.{SOURCE}.internal",
+                    SOURCE, ctx.topic)
+
+
+def s16(ctx: Ctx) -> None:
+    from confluent_kafka import Producer
+
+    from harness.drill.faults import log_start, watermarks
+
+    # the mirror commits its progress every second, so its store says how far it got
+    mm2 = ctx.mirror(**{"offset.flush.interval.ms": 1000})
+    _mirrored_all(ctx, mm2, 0)  # running: it has made the mirrored topic
+    # slowly (60 s of sending): the mirror's first progress commit lands while it sends
+    p = ctx.producer(rate=100)
+    _mirrored_all(ctx, mm2, 500)
+    copied = wait_for("the mirror to commit its progress", lambda: _mirror_progress(ctx), 60)
+    mm2.pause()
+    ctx.note(f"MirrorMaker 2 paused (SIGSTOP), its progress committed at {copied}, the "
+             f"producer {'still sending' if p.running() else 'done'}")
+    assert p.wait() == 0
+    # the segment holding the window must be closed before retention can delete it: a record
+    # from outside the window rolls it once segment.ms has passed (as in S9)
+    time.sleep(2.5)
+    hb = Producer({"bootstrap.servers": ctx.bootstrap})
+    hb.produce(ctx.topic, key="0", value=json.dumps({"id": 0, "ts": "2000-01-01 00:00:00"}))
+    hb.flush(30)
+    committed = _mirror_progress(ctx).get(0, 0)
+    _, end = watermarks(ctx.bootstrap, ctx.topic, 0)
+    alter_topic(ctx.bootstrap, ctx.topic, {"retention.ms": "1000"})
+    # every closed segment deleted, only the heartbeat's left: past what the paused mirror
+    # had read, whatever it had committed
+    low = wait_for("retention to delete every closed segment",
+                   lambda: (n := log_start(ctx.bootstrap, ctx.topic, 0)) >= end - 1 and n, 90)
+    alter_topic(ctx.bootstrap, ctx.topic, {"retention.ms": "604800000"})
+    ctx.note(f"log start moved to {low}, the mirror had copied up to {committed}: "
+             f"{low - committed} offsets deleted uncopied; retention restored to 7 days")
+    mm2.resume()
+    # one more record outside the window: copied, it proves the mirror went on past the gap
+    hb.produce(ctx.topic, key="0", value=json.dumps({"id": 0, "ts": "2000-01-01 00:00:01"}))
+    hb.flush(30)
+    last = wait_for("the resumed mirror to copy past the deleted offsets",
+                    lambda: (n := _mirror_progress(ctx).get(0, 0)) > low and n, 120)
+    ctx.note(f"resumed: the mirror jumped to the log start and copied up to offset {last - 1}")
+    ctx.drain(_mirror_consumer(ctx))
+
+
+def s16_truth(ctx: Ctx, truth: Truth) -> dict[str, dict[Key, dict[str, Any]]]:
+    """Deleted before copied: acknowledged by the source cluster, never in the mirror's copy
+    (the producer's ledger and a plain read of both topics)."""
+    acked = set(ledger.ids(ctx.folder / "producer" / "ledger", "acked"))
+    mirrored = set(truth.of("mirrored"))
+    gone = (acked & set(truth.upstream)) - mirrored - set(truth.topic)
+    return {"sink": {("loss", "replication", "topic->mirrored (retention)"):
+                     {"ids": gone, "count": len(gone)}} if gone else {}}
+
+
+def s18(ctx: Ctx) -> None:
+    p = ctx.producer()
+    assert p.wait() == 0
+    proc = ctx.processor(commit="before", batch=200, process_ms=4)
+    wait_for("the processor's ledger to show offsets committed ahead",
+             lambda: proc.count("processed") >= 200 and _committed_past_processed(ctx, proc),
+             60)
+    proc.kill()
+    ctx.note(f"processor SIGKILLed mid-batch with {proc.count('processed')} records produced "
+             f"on and {proc.count('committed')} commits in its ledger (committed ahead)")
+    proc.start()  # restarted: it resumes from its group's commits, past the batch it lost
+    ctx.drain(proc)
+    ctx.drain(ctx.consumer(topic=ctx.processed, group=f"loader-{ctx.processed}"))
+
+
+def s17_bite(ctx: Ctx, truth: Truth) -> str | None:
+    if max(truth.of("mirrored").values(), default=0) < 2:
+        return "the restarted mirror copied nothing twice"
+    return None
+
+
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S1", "producer acks=0, leader killed and restarted while sending", "000, 001, 002",
              [("loss", "write", "db->topic")], s1, replication=2,
@@ -500,4 +626,17 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              [("loss", "consume", "topic->{sink}")], s15, partitions=4,
              causes=("partition_not_consumed",),
              sinks=("sink_a", "sink_b"), bite=s15_bite),
+    Scenario("S16", "MirrorMaker 2 paused while retention deletes on the source cluster",
+             "003, 004", [("loss", "replication", "topic->mirrored (retention)")], s16,
+             mirror=True, status="inconclusive", causes=("retention_deleted_unread",),
+             rows=6000,
+             topic_config={"segment.ms": "2000"}, truth=s16_truth),
+    Scenario("S17", "MirrorMaker 2 killed before its offset commit and restarted mid-stream",
+             "004", [("duplicate", "replication", "topic->mirrored")], s17, mirror=True, rows=6000,
+             causes=("resent_after_restart",), bite=s17_bite),
+    Scenario("S18", "a processor that commits its input before producing its output, killed",
+             "000", [("loss", "process", "topic->processed")], s18, processor=True,
+             partitions=2, causes=("commit_ahead_of_processing",)),
+    Scenario("S19", "a mirrored flow under safe settings: MirrorMaker 2 and a safe loader",
+             "000-004", [], s19, status="ok", mirror=True),
 ]}

@@ -24,6 +24,11 @@ class Truth:
     topic: Counter[int]             # window records in the topic, late ones included
     late: set[int]
     sinks: dict[str, Counter[int]] = field(default_factory=dict)
+    # the topics after the first, in flow order: (tier name, side of the hop into it, ids)
+    chain: list[tuple[str, str, Counter[int]]] = field(default_factory=list)
+
+    def of(self, name: str) -> Counter[int]:
+        return next(ids for n, _, ids in self.chain if n == name)
 
 
 def sql_time(t: datetime) -> str:
@@ -39,6 +44,12 @@ def sql_ids(path: str, table: str, start: datetime, end: datetime) -> Counter[in
         return Counter(int(r[0]) for r in rows)
     finally:
         con.close()
+
+
+def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    """{id, ts} of a drill record, as written or as the drill's processor reshapes it."""
+    inner = rec.get("order")
+    return {"id": inner["id"], "ts": inner["at"]} if isinstance(inner, dict) else rec
 
 
 def topic_ids(bootstrap: str, topic: str, start: datetime, end: datetime,
@@ -72,7 +83,7 @@ def topic_ids(bootstrap: str, topic: str, start: datetime, end: datetime,
                     pending.discard(m.partition())
                     continue
                 raise RuntimeError(f"truth: reading '{topic}': {m.error()}")
-            rec = json.loads(m.value())
+            rec = record_fields(json.loads(m.value()))
             event_ms = int(datetime.fromisoformat(rec["ts"].replace("Z", "+00:00"))
                            .timestamp() * 1000)
             kafka_ms = m.timestamp()[1]
@@ -86,28 +97,46 @@ def topic_ids(bootstrap: str, topic: str, start: datetime, end: datetime,
         c.close()
 
 
+def chain_findings(chain: list[tuple[str, Counter[int]]], sides: list[str]
+                   ) -> dict[Key, dict[str, Any]]:
+    """The findings a perfect detector reports along a chain of id tiers (name, ids with their
+    copies), hop i from chain[i] to chain[i + 1] on sides[i]: ids lost, ids from nowhere
+    upstream, and copies beyond what the tier before held (a duplicate is the hop's where it
+    first appears)."""
+    f: dict[Key, dict[str, Any]] = {}
+
+    def add(key: Key, ids: set[int], count: int | None = None) -> None:
+        if ids:
+            f[key] = {"ids": ids, "count": len(ids) if count is None else count}
+
+    for i, ((a, up), (b, down)) in enumerate(zip(chain, chain[1:], strict=False)):
+        hop, side = f"{a}->{b}", sides[i]
+        before = set().union(*(set(c) for _, c in chain[: i + 1]))
+        add(("loss", side, hop), set(up) - set(down))
+        add(("unexpected", side, hop), set(down) - before)
+        dup = {k: n - max(up.get(k, 1), 1) for k, n in down.items() if n > max(up.get(k, 1), 1)}
+        add(("duplicate", side, hop), set(dup), sum(dup.values()))
+    return f
+
+
 def expected_findings(truth: Truth, write_hop: str, topic: str = "topic"
                       ) -> dict[str, dict[Key, dict[str, Any]]]:
-    """Per sink: the findings a perfect detector reports, with their exact ids and counts."""
-    up, tp = truth.upstream, truth.topic
+    """Per sink: the findings a perfect detector reports, with their exact ids and counts. A
+    flow through several topics runs on through each (`chain`) before the sink."""
     out: dict[str, dict[Key, dict[str, Any]]] = {}
+    upstream_name = write_hop.split("->")[0]
     for sink_name, sk in truth.sinks.items():
-        consume = f"{topic}->{sink_name}"
-        f: dict[Key, dict[str, Any]] = {}
-
-        def add(key: Key, ids: set[int], count: int | None = None,
-                into: dict[Key, dict[str, Any]] = f) -> None:
-            if ids:
-                into[key] = {"ids": ids, "count": len(ids) if count is None else count}
-
-        add(("loss", "write", write_hop), set(up) - set(tp))
-        add(("late", "write", write_hop), truth.late)
-        add(("unexpected", "write", write_hop), set(tp) - set(up))
-        dup_t = {i: n - max(up.get(i, 1), 1) for i, n in tp.items() if n > max(up.get(i, 1), 1)}
-        add(("duplicate", "write", write_hop), set(dup_t), sum(dup_t.values()))
-        add(("loss", "consume", consume), set(tp) - set(sk))
-        add(("unexpected", "consume", consume), set(sk) - set(tp) - set(up))
-        dup_s = {i: n - max(tp.get(i, 1), 1) for i, n in sk.items() if n > max(tp.get(i, 1), 1)}
-        add(("duplicate", "consume", consume), set(dup_s), sum(dup_s.values()))
+        chain = [(upstream_name, truth.upstream), (topic, truth.topic)]
+        sides = ["write"]
+        for name, side, ids in truth.chain:
+            chain.append((name, ids))
+            sides.append(side)
+        chain.append((sink_name, sk))
+        sides.append("consume")
+        f = chain_findings(chain, sides)
+        # the write hop is named after its own upstream point (a Flume agent's inner hop)
+        f = {(k, s, write_hop if s == "write" else h): v for (k, s, h), v in f.items()}
+        if truth.late:
+            f[("late", "write", write_hop)] = {"ids": truth.late, "count": len(truth.late)}
         out[sink_name] = f
     return out

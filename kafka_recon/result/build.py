@@ -39,10 +39,12 @@ def replays_consistent(replays: list[dict[str, Any]]) -> bool:
     return len({(r["count"], r["distinct"], r["fingerprint"]) for r in replays}) <= 1
 
 
-def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
+def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any],
+                      seen: dict[str, int] | None = None
                       ) -> tuple[list[str], list[dict[str, Any]]]:
     """Reasons a topic's window is incomplete, and losses to retention out of it (`topic`:
-    its entry of replays.json)."""
+    its entry of replays.json). `seen`: per group, the offsets the flight recorder saw
+    retention delete below its commit (a group that has since jumped past them)."""
     reasons: list[str] = []
     findings: list[dict[str, Any]] = []
     tier = next(t for t in flow.kafka_tiers if t.name == topic["tier"])
@@ -56,7 +58,11 @@ def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any]
     # replays.json keeps partitions as JSON keys: strings
     committed = {g: {int(p): off for p, off in offs.items()}
                  for g, offs in topic.get("committed", {}).items()}
-    for group, lost in sorted(deleted_before_consumed(ranges, committed).items()):
+    lost_now = deleted_before_consumed(ranges, committed)
+    # the recorder's sightings count only while the window itself was cut: earlier gaps are
+    # other windows' records
+    ever = {g: max(n, lost_now.get(g, 0)) for g, n in (seen or {}).items()} if cut else {}
+    for group, lost in sorted({**lost_now, **ever}.items()):
         findings.append({"kind": "loss", "side": flow.side_of(tier.name) if after != tier.name
                          else "consume", "hop": f"{tier.name}->{after}",
                          "count": lost, "ids": None, "cause": "retention", "group": group,
@@ -204,7 +210,10 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any],
 
     splits = {s["topic"]: s for s in aggregates.get("retention", [])}
     for topic in topics:
-        more_reasons, retention_findings = retention_reasons(flow, window, topic)
+        # the flight recorder watches the first topic
+        seen = (flight or {}).get("deleted_unread") if topic["tier"] == flow.topic_tier.name \
+            else None
+        more_reasons, retention_findings = retention_reasons(flow, window, topic, seen)
         reasons += more_reasons
         findings = explain_by_retention(findings, retention_findings,
                                         splits.get(topic["tier"]), flow, out, reasons)

@@ -475,8 +475,6 @@ def classify(finding: dict[str, Any], hop: dict[str, Any] | None, ev: Evidence
     """The cause of one loss, duplicate or unexpected finding (None for other kinds)."""
     kind, side = finding["kind"], finding["side"]
     ends = finding["hop"].split("->")
-    if side in ("replication", "process") and kind in ("loss", "duplicate"):
-        return between_topics(kind, side, finding["hop"], hop or {})
     out_of_topic = ends[0] == ev.topic
     into_topic = ends[-1] == ev.topic
     if kind == "loss" and finding.get("cause") == "retention":
@@ -486,6 +484,11 @@ def classify(finding: dict[str, Any], hop: dict[str, Any] | None, ev: Evidence
                      [f"group '{finding.get('group')}' had not consumed "
                       f"{finding.get('offsets', finding['count'])} offset(s) that retention "
                       "deleted"])
+    if side == "process" and kind == "loss" and ev.committed:
+        # a processor is a consumer of its source topic: its group's commits place the loss
+        return consume_loss((hop or {}).get("missing_runs"), ev)
+    if side in ("replication", "process") and kind in ("loss", "duplicate"):
+        return between_topics(kind, side, finding["hop"], hop or {})
     if kind == "loss" and out_of_topic:
         return consume_loss((hop or {}).get("missing_runs"), ev)
     if kind == "duplicate" and out_of_topic:

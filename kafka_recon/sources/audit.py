@@ -9,7 +9,6 @@ says what was lost; this says what will be lost next, and why.
 from __future__ import annotations
 
 import concurrent.futures
-import re
 import time
 import uuid
 from collections.abc import Callable
@@ -457,9 +456,6 @@ def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None
 
 
 # ------------------------------------------------------------------ a mirror's settings
-MM2_FLOW = re.compile(r"^([^.\s]+)->([^.\s]+)\.enabled$")
-
-
 def mirror_setting(props: dict[str, str], source: str, target: str, key: str) -> str | None:
     """A MirrorMaker 2 setting for the replication source->target: the flow's own
     (`A->B.key`) wins over the top-level one."""
@@ -515,25 +511,13 @@ def _mirror_rules(props: dict[str, str], source: str, target: str
 
 def audit_mirror(tier: KafkaTier, config_dir: Path) -> list[dict[str, Any]]:
     """The audit of a mirror's own settings (its mm2.properties), on the replication hop into
-    `tier`: the replication whose source alias prefixes the topic (`A.orders`: A), else the
-    file's one enabled replication."""
-    assert tier.mirror_properties is not None
-    path = Path(tier.mirror_properties)
-    path = path if path.is_absolute() else config_dir / path
-    if not path.exists():
-        raise ConfigError(f"tier '{tier.name}': mirror_properties {path} does not exist")
-    props = read_properties(path)
-    flows = [(m.group(1), m.group(2)) for k, v in props.items()
-             if (m := MM2_FLOW.match(k)) and v.strip().lower() == "true"]
-    prefix = tier.topic.split(".", 1)[0] if "." in tier.topic else None
-    mine = [f for f in flows if f[0] == prefix] or (flows if len(flows) == 1 else [])
-    if len(mine) != 1:
-        raise ConfigError(f"tier '{tier.name}': {path} has no single enabled replication "
-                          f"feeding topic '{tier.topic}' (enabled: "
-                          f"{', '.join(f'{a}->{b}' for a, b in flows) or 'none'})")
-    source, target = mine[0]
+    `tier` (`kafka_recon.sources.mirror.replication` finds which replication it is)."""
+    from kafka_recon.sources.mirror import replication
+
+    props, source, target = replication(tier, config_dir)
+    where = f"{Path(tier.mirror_properties or '').name} ({source}->{target})"
     return [{"kind": "config_risk", "rule": rule, "side": "replication", "severity": sev,
-             "seed": "000,004", "topic": tier.topic, "where": f"{path.name} ({source}->{target})",
+             "seed": "000,004", "topic": tier.topic, "where": where,
              "observed": observed, "recommended": recommended, "why": why, "fix": fix,
              "blocking": False}
             for rule, sev, observed, recommended, why, fix in _mirror_rules(props, source, target)]

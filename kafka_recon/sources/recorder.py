@@ -119,13 +119,19 @@ def read_group(ep: KafkaEndpoint, topic: str, group: str, parts: list[int]) -> d
 
 
 def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
-           groups: list[str], now: datetime | None = None) -> dict[str, Any]:
-    """One snapshot of the topic's partitions and groups, kept in the store."""
+           groups: list[str], now: datetime | None = None,
+           progress: dict[str, dict[int, int]] | None = None) -> dict[str, Any]:
+    """One snapshot of the topic's partitions and groups, kept in the store. `progress`: the
+    commits of readers that are no consumer group (a mirror's, `kafka_recon.sources.mirror`),
+    kept as groups without members."""
     now = now or datetime.now(UTC)
     taken = iso_us(now)
     parts = read_partitions(ep, topic)
     read = {group: read_group(ep, topic, group, [p["partition"] for p in parts])
             for group in groups}
+    read.update({name: {"state": None, "committed": {str(p): o for p, o in offs.items()},
+                        "members": [], "error": None}
+                 for name, offs in (progress or {}).items()})
     # everything read first: the write lock is held for the inserts only, as other flows'
     # snapshot tasks and the Flume counters write to the same store
     with con:
@@ -138,7 +144,7 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
                         [(flow, topic, group, taken, g["state"], json.dumps(g["committed"]),
                           json.dumps(g["members"]), g["error"]) for group, g in read.items()])
     return {"flow": flow, "topic": topic, "taken_at": iso_z(now), "partitions": len(parts),
-            "groups": len(groups)}
+            "groups": len(read)}
 
 
 def forget(con: sqlite3.Connection, older_than: datetime) -> int:
@@ -177,13 +183,16 @@ class Timeline:
     covered: bool = False
     events: list[dict[str, Any]] = field(default_factory=list)
     members: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # per group: the most offsets retention had deleted below its commit at any snapshot
+    deleted_unread: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {"snapshots": self.snapshots,
                 "first": iso_z(self.first) if self.first else None,
                 "last": iso_z(self.last) if self.last else None,
                 "largest_gap_s": self.largest_gap_s, "covered": self.covered,
-                "events": self.events, "members": self.members}
+                "events": self.events, "members": self.members,
+                "deleted_unread": self.deleted_unread}
 
 
 def _between(a: datetime, b: datetime) -> list[str]:
@@ -264,7 +273,31 @@ def timeline(con: sqlite3.Connection, flow: str, topic: str, start: datetime, en
         tl.events += partition_events(states, part)
     tl.events.sort(key=lambda e: (e["between"][0], e["partition"], e["event"]))
     tl.members = group_members(con, flow, topic, lo, hi)
+    tl.deleted_unread = deleted_unread(con, flow, topic, lo, hi)
     return tl
+
+
+def deleted_unread(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: str
+                   ) -> dict[str, int]:
+    """Per group, the offsets retention deleted before the group read them, as the snapshots
+    saw it: per partition the largest gap, at one snapshot, between the log start and the
+    group's commit below it, summed over partitions. A reader that later jumps to the log
+    start (a consumer resetting to `earliest`, a resumed mirror) commits past the gap, so
+    the run's own reading of the commits no longer shows it; the snapshots still do."""
+    starts = {(taken, int(part)): int(low) for taken, part, low in con.execute(
+        "SELECT taken_at, partition, log_start FROM partition_snapshot WHERE flow = ? AND "
+        "topic = ? AND taken_at BETWEEN ? AND ? AND log_start IS NOT NULL",
+        (flow, topic, lo, hi))}
+    gaps: dict[str, dict[int, int]] = {}
+    for group, taken, committed in con.execute(
+            "SELECT grp, taken_at, committed FROM group_snapshot WHERE flow = ? AND topic = ? "
+            "AND taken_at BETWEEN ? AND ?", (flow, topic, lo, hi)):
+        for part, off in json.loads(committed or "{}").items():
+            low = starts.get((taken, int(part)))
+            if low is not None and 0 <= int(off) < low:
+                mine = gaps.setdefault(group, {})
+                mine[int(part)] = max(mine.get(int(part), 0), low - int(off))
+    return {g: sum(parts.values()) for g, parts in sorted(gaps.items())}
 
 
 def group_members(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: str

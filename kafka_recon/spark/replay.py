@@ -326,6 +326,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     from dataclasses import replace
 
     from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.sources.mirror import mirror_commits
     from kafka_recon.sources.topic import (
         GROUP_PREFIX,
         as_json,
@@ -347,6 +348,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
                           Window.millis(window.closes_at + flow.disorder))
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
+    committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any
     starting, ending = spark_offsets(tier.topic, read)
     schemas = window_schemas(spark, ep, tier, record, starting, ending)
     replays: list[dict[str, Any]] = []
