@@ -95,3 +95,26 @@ def test_a_mirror_killed_and_restarted_mid_stream_duplicates_on_the_replication_
     assert dup["cause"]["code"] == "resent_after_restart"
     # the sink read the mirrored topic's copies as one record each: no consume-side finding
     assert r["hops"][2]["duplicate"] == 0 and r["hops"][2]["missing"] == 0
+
+
+def test_the_mirrors_progress_is_read_from_its_offset_store(
+        kafka: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path) -> None:
+    """What `kafka-recon snapshot` and the replay record as group 'mirror A->B': the next
+    source offset per partition, from Connect's offset store on the target cluster."""
+    from harness.drill.faults import wait_for
+    from harness.services.mirror import SOURCE
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
+    from kafka_recon.sources.mirror import progress
+
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.produce(list(ROWS.items()))
+    mm2 = MirrorMaker2(tmp_path / "mm2", kafka.bootstrap, cluster_b.bootstrap, scn.topic,
+                       {"offset.flush.interval.ms": 1000}).start()
+    try:
+        wait_mirrored(cluster_b.bootstrap, mirrored(scn.topic), len(ROWS), mirror=mm2)
+        done = wait_for("the mirror to commit all it copied", lambda: (p := progress(
+            KafkaEndpoint(cluster_b.bootstrap), f"mm2-offsets.{SOURCE}.internal", SOURCE,
+            scn.topic)) and sum(p.values()) == len(ROWS) and p, 90)
+    finally:
+        mm2.stop()
+    assert sorted(done) == list(range(scn.partitions))

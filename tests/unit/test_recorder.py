@@ -104,3 +104,23 @@ def test_an_invalid_offset_during_an_election_is_not_a_truncation(tmp_path: Path
     # a store written before invalid offsets were refused: -1001 is librdkafka's "no offset"
     con = store(tmp_path, [(1, 3, [1, 2], 555), (2, 4, [2], -1001)] + [(2, 4, [2], 600)] * 9)
     assert [e["event"] for e in events(con).events] == ["isr_shrink", "leader_change"]
+
+
+def test_offsets_deleted_below_a_commit_are_remembered_after_the_reader_jumps_past_them(
+        tmp_path: Path) -> None:
+    """A paused mirror (commit 117) while retention moves the log start to 6001, then resumed:
+    it resets to the log start and commits 6002. The snapshots in between keep the gap."""
+    con = recorder.connect(tmp_path / "snapshots.db")
+    for i, (low, commit, other) in enumerate([(0, 117, 50), (0, 117, 120), (6001, 117, 6001),
+                                              (6001, 117, 6001), (6001, 6002, 6002)]):
+        at = iso_us(T0 + timedelta(seconds=i * 60))
+        con.execute("INSERT INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    ("f", "t", at, 0, 1, 3, "[1]", "[1]", low, 6002, None))
+        for grp, off in (("mirror A->B", commit), ("loader", other)):
+            con.execute("INSERT INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
+                        ("f", "t", grp, at, None, json.dumps({"0": off}), "[]", None))
+    con.commit()
+    tl = events(con)
+    # the loader kept up: never below the log start, so never named
+    assert tl.deleted_unread == {"mirror A->B": 6001 - 117}
+    assert tl.as_json()["deleted_unread"] == {"mirror A->B": 5884}

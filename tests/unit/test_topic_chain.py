@@ -237,3 +237,44 @@ def test_a_hops_own_duplicate_tolerance_passes_the_suite_the_flows_would_fail(
     # each topic's replays checked apart: two topics rightly hold different records
     assert set(per_hop["suites"]) == {"recon_hops", "recon_replays[regional]",
                                       "recon_replays[aggregate]"}
+
+
+# ------------------------------------------------------------------ retention on a mirror
+def test_records_deleted_before_the_mirror_copied_them_are_the_replication_hops_loss(
+        tmp_path: Path) -> None:
+    """The mirror resumed after retention and committed past the gap: the run's own reading
+    of its commit says nothing, the flight recorder's sightings (5884 offsets) do."""
+    flow = load_flow(write(tmp_path, CHAIN), "orders")
+    window = Window.parse("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z", flow.longest_grace)
+    start_ms = Window.millis(window.start)
+    regional = {**_topic("regional", 60),
+                "offsets": [{"partition": 0, "start": 6001, "end": 6002, "log_start": 6001,
+                             "high_watermark": 6002, "first_timestamp": start_ms + 1000}],
+                "committed": {"mirror A->B": {"0": 6002}}}
+    tiers = [{"name": n, "count": c, "distinct": c, "unidentifiable": 0}
+             for n, c in (("db", 6000), ("regional", 0), ("aggregate", 647),
+                          ("enriched", 647), ("sink", 647))]
+    hops = [_hop("db", "regional", "write", 6000, miss=6000),
+            _hop("regional", "aggregate", "replication", 0),
+            _hop("aggregate", "enriched", "process", 647),
+            _hop("enriched", "sink", "consume", 647)]
+    split = {"topic": "regional", "from": "db", "to": "aggregate", "missing_from_topic": 6000,
+             "unread": 5353, "unread_ids": "/run/missing/retention.csv"}
+
+    def run(seen: dict[str, int] | None) -> dict[str, Any]:
+        return build_result(flow, window, {"tiers": tiers, "hops": hops, "retention": [split]},
+                            {"topics": [regional, _topic("aggregate", 647),
+                                        _topic("enriched", 647)]},
+                            now=datetime(2026, 11, 22, tzinfo=UTC), out="/run",
+                            flight={"deleted_unread": seen} if seen else None).as_json()
+
+    blind = run(None)  # without the recorder: a write-side loss, and the run cannot tell
+    assert [(f["kind"], f["side"], f["count"]) for f in blind["findings"]] == [
+        ("loss", "write", 6000)]
+    r = run({"mirror A->B": 5884})
+    [lost] = r["findings"]
+    assert (lost["kind"], lost["side"], lost["hop"], lost["count"]) == (
+        "loss", "replication", "regional->aggregate", 5353)
+    assert lost["cause"]["code"] == "retention_deleted_unread"
+    assert lost["ids"] == "missing/retention.csv"
+    assert r["status"] == "inconclusive"
