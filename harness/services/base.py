@@ -89,3 +89,24 @@ def wait_dead(pid: int, timeout: float) -> bool:
             return True
         time.sleep(0.1)
     return not pid_alive(pid)
+
+
+def kill_now(pid: int | None) -> None:
+    """SIGKILL a service's process group, as a crash would, and wait for it to go."""
+    import signal
+
+    if pid and pid_alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+        wait_dead(pid, 30)
+
+
+def terminate(pid: int | None, timeout: float = 30) -> None:
+    """SIGTERM a service's process group (resumed first, if paused), SIGKILL if it stays."""
+    import signal
+
+    if pid and pid_alive(pid):
+        os.killpg(pid, signal.SIGCONT)
+        os.killpg(pid, signal.SIGTERM)
+        if not wait_dead(pid, timeout):
+            os.killpg(pid, signal.SIGKILL)
+            wait_dead(pid, 10)

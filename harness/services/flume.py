@@ -8,14 +8,12 @@ Central through `jvm/pom.xml` (profile `flume`).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.services.base import Service, java_binary, pid_alive, wait_dead
+from harness.services.base import Service, java_binary, kill_now, terminate
 from harness.services.ports import HOST, free_port, wait_open
 from kafka_recon.settings import flume_classpath
 
@@ -91,15 +89,9 @@ class FlumeAgent(Service):
 
     def kill(self) -> None:
         """SIGKILL: the memory channel dies with the process."""
-        if self.pid and pid_alive(self.pid):
-            os.killpg(self.pid, signal.SIGKILL)
-            wait_dead(self.pid, 30)
+        kill_now(self.pid)
         self.pid = None
 
     def stop(self) -> None:
-        if self.pid and pid_alive(self.pid):
-            os.killpg(self.pid, signal.SIGTERM)
-            if not wait_dead(self.pid, 30):
-                os.killpg(self.pid, signal.SIGKILL)
-                wait_dead(self.pid, 10)
+        terminate(self.pid)
         self.pid = None

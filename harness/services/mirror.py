@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.services.base import Service, ServiceError, java_binary, pid_alive, wait_dead
+from harness.services.base import Service, ServiceError, java_binary, kill_now, terminate
 
 SOURCE, TARGET = "A", "B"
 
@@ -81,9 +81,7 @@ class MirrorMaker2(Service):
 
     def kill(self) -> None:
         """SIGKILL: what it had copied but not yet committed it will copy again."""
-        if self.pid and pid_alive(self.pid):
-            os.killpg(self.pid, signal.SIGKILL)
-            wait_dead(self.pid, 30)
+        kill_now(self.pid)
         self.pid = None
 
     def pause(self) -> None:
@@ -95,12 +93,7 @@ class MirrorMaker2(Service):
             os.killpg(self.pid, signal.SIGCONT)
 
     def stop(self) -> None:
-        if self.pid and pid_alive(self.pid):
-            os.killpg(self.pid, signal.SIGCONT)
-            os.killpg(self.pid, signal.SIGTERM)
-            if not wait_dead(self.pid, 30):
-                os.killpg(self.pid, signal.SIGKILL)
-                wait_dead(self.pid, 10)
+        terminate(self.pid)
         self.pid = None
 
 
