@@ -61,11 +61,15 @@ tier_buckets = Table(
     Column("records", Integer, nullable=False),
 )
 
+# write, consume, replication, process: a store made when sides were at most 10 characters
+# long is widened when opened (`engine`)
+SIDE_LENGTH = 20
+
 hop_buckets = Table(
     "recon_hop_bucket", metadata, *_window_key(),
     Column("hop", String(400), primary_key=True),
     Column("bucket", DateTime(timezone=True), primary_key=True),
-    Column("side", String(10), nullable=False),
+    Column("side", String(SIDE_LENGTH), nullable=False),
     Column("expected", Integer, nullable=False),
     Column("observed", Integer, nullable=False),
     Column("missing", Integer, nullable=False),
@@ -91,7 +95,22 @@ def engine(url: str | None = None) -> Engine:
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     eng = create_engine(url)
     metadata.create_all(eng)
+    _widen_side(eng)
     return eng
+
+
+def _widen_side(eng: Engine) -> None:
+    """A history made before the replication and process sides had a 10-character side
+    column: PostgreSQL would refuse 'replication' (SQLite keeps any length)."""
+    from sqlalchemy import inspect, text
+
+    if eng.dialect.name != "postgresql":
+        return
+    col = next(c for c in inspect(eng).get_columns("recon_hop_bucket") if c["name"] == "side")
+    if getattr(col["type"], "length", None) and col["type"].length < SIDE_LENGTH:
+        with eng.begin() as con:
+            con.execute(text(f"ALTER TABLE recon_hop_bucket ALTER COLUMN side TYPE "
+                             f"VARCHAR({SIDE_LENGTH})"))
 
 
 def _t(iso: str) -> datetime:

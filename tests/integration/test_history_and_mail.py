@@ -40,6 +40,38 @@ def test_history_on_postgresql_through_a_connection_replaces_a_rerun(
                                DAY - timedelta(days=6), eng) == 240
 
 
+def test_a_history_made_before_the_replication_side_takes_a_mirrored_hop_on_postgresql(
+        postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import create_engine, text
+
+    from tests.factories import DAY as START
+    from tests.factories import hop, iso, tier
+    from tests.factories import result as make_result
+
+    monkeypatch.setenv("AIRFLOW_CONN_RECON_HISTORY_OLD",
+                       postgres.create_database("recon_history_old"))
+    monkeypatch.setenv("KAFKA_RECON_HISTORY", "recon_history_old")
+    url = history.history_url()
+    old = create_engine(url)
+    with old.begin() as con:  # the table as an earlier version made it
+        con.execute(text(
+            "CREATE TABLE recon_hop_bucket (flow VARCHAR(200), window_start TIMESTAMPTZ, "
+            "window_end TIMESTAMPTZ, hop VARCHAR(400), bucket TIMESTAMPTZ, side VARCHAR(10) "
+            "NOT NULL, expected INTEGER NOT NULL, observed INTEGER NOT NULL, missing INTEGER "
+            "NOT NULL, unexpected INTEGER NOT NULL, duplicate INTEGER NOT NULL, PRIMARY KEY "
+            "(flow, window_start, window_end, hop, bucket))"))
+    old.dispose()
+    res = make_result("orders", tiers=[tier("regional", 10), tier("aggregate", 10)],
+                      hops=[hop("regional", "aggregate", "replication", 10, 10, buckets=[
+                          {"bucket": iso(START), "expected": 10, "observed": 10, "missing": 0,
+                           "unexpected": 0, "duplicate": 0}])])
+    eng = history.engine(url)
+    history.record(res, "/r", eng=eng)
+    with eng.connect() as con:
+        assert con.execute(text("SELECT DISTINCT side FROM recon_hop_bucket")).scalar() == \
+            "replication"
+
+
 def test_a_mail_server_that_is_down_keeps_the_report_and_the_retry_delivers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
