@@ -107,7 +107,8 @@ def _widen_side(eng: Engine) -> None:
     if eng.dialect.name != "postgresql":
         return
     col = next(c for c in inspect(eng).get_columns("recon_hop_bucket") if c["name"] == "side")
-    if getattr(col["type"], "length", None) and col["type"].length < SIDE_LENGTH:
+    length = getattr(col["type"], "length", None)
+    if length is not None and length < SIDE_LENGTH:
         with eng.begin() as con:
             con.execute(text(f"ALTER TABLE recon_hop_bucket ALTER COLUMN side TYPE "
                              f"VARCHAR({SIDE_LENGTH})"))
