@@ -19,6 +19,7 @@ from typing import Any
 from kafka_recon.config import ClientProps, Flow, KafkaTier
 from kafka_recon.errors import ConfigError
 from kafka_recon.sources.kafka_client import KafkaEndpoint, endpoint
+from kafka_recon.sources.properties import read_properties
 from kafka_recon.sources.topic import GROUP_PREFIX, NO_COMMIT, TopicError
 
 TIMEOUT_S = 15.0
@@ -299,25 +300,6 @@ def evaluate(facts: Facts, rules: list[Rule] | None = None) -> list[dict[str, An
 
 
 # ------------------------------------------------------------------ facts from the cluster
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java .properties file (key=value or key: value, # and ! comments)."""
-    out: dict[str, str] = {}
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"client properties file {path}: cannot read it: {exc}") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"client properties file {path}, line {n}: expected key=value, "
-                              f"got {line!r}")
-        out[line[:sep].strip()] = line[sep + 1:].strip()
-    return out
-
-
 def client_settings(declared: ClientProps, properties: str | None,
                     base: Path) -> dict[str, str] | None:
     if not declared and not properties:

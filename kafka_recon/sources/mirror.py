@@ -38,9 +38,9 @@ def replication(tier: KafkaTier, config_dir: Path | None = None
         path = config_dir / path
     if not path.exists():
         raise ConfigError(f"tier '{tier.name}': mirror_properties {path} does not exist")
-    from kafka_recon.sources.audit import read_properties
+    from kafka_recon.sources.properties import read_properties
 
-    props = read_properties(path)
+    props = read_properties(path, "mirror properties file")
     flows = [(m.group(1), m.group(2)) for k, v in props.items()
              if (m := MM2_FLOW.match(k)) and v.strip().lower() == "true"]
     prefix = tier.topic.split(".", 1)[0] if "." in tier.topic else None
