@@ -118,14 +118,11 @@ class FlightRecorder:
         """A mirrored scenario's MirrorMaker 2 progress, as `kafka-recon snapshot` records it
         for a flow whose mirrored tier names the mirror's properties."""
         from harness.services.mirror import SOURCE, TARGET
-        from kafka_recon.sources.kafka_client import KafkaEndpoint
-        from kafka_recon.sources.mirror import mirror_group, progress
+        from kafka_recon.sources.mirror import mirror_group
 
         if self.ctx.target is None or not self.ctx.mirrors:
             return {}
-        return {mirror_group(SOURCE, TARGET): progress(
-            KafkaEndpoint(self.ctx.target.bootstrap), f"mm2-offsets.{SOURCE}.internal",
-            SOURCE, self.ctx.topic)}
+        return {mirror_group(SOURCE, TARGET): self.ctx.mirror_progress()}
 
     def stop(self) -> None:
         self._stop.set()
@@ -225,6 +222,17 @@ class Ctx:
         from harness.services.mirror import mirrored
 
         return mirrored(self.topic)
+
+    def mirror_progress(self) -> dict[int, int]:
+        """The next source offset per partition the mirror would copy, from its offset store
+        (`kafka_recon.sources.mirror`, as a run reads it)."""
+        from harness.services.mirror import SOURCE
+        from kafka_recon.sources.kafka_client import KafkaEndpoint
+        from kafka_recon.sources.mirror import offsets_topic, progress
+
+        assert self.target is not None
+        return progress(KafkaEndpoint(self.target.bootstrap), offsets_topic({}, SOURCE),
+                        SOURCE, self.topic)
 
     def mirror(self, **settings: Any) -> Any:
         """MirrorMaker 2 from the scenario's cluster to the target, for the scenario's topic."""

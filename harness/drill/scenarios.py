@@ -491,16 +491,6 @@ def s19(ctx: Ctx) -> None:
     ctx.drain(_mirror_consumer(ctx))
 
 
-def _mirror_progress(ctx: Ctx) -> dict[int, int]:
-    from harness.services.mirror import SOURCE
-    from kafka_recon.sources.kafka_client import KafkaEndpoint
-    from kafka_recon.sources.mirror import progress
-
-    assert ctx.target is not None
-    return progress(KafkaEndpoint(ctx.target.bootstrap), f"mm2-offsets.{SOURCE}.internal",
-                    SOURCE, ctx.topic)
-
-
 def s16(ctx: Ctx) -> None:
     from confluent_kafka import Producer
 
@@ -512,7 +502,7 @@ def s16(ctx: Ctx) -> None:
     # slowly (60 s of sending): the mirror's first progress commit lands while it sends
     p = ctx.producer(rate=100)
     _mirrored_all(ctx, mm2, 500)
-    copied = wait_for("the mirror to commit its progress", lambda: _mirror_progress(ctx), 60)
+    copied = wait_for("the mirror to commit its progress", lambda: ctx.mirror_progress(), 60)
     mm2.pause()
     ctx.note(f"MirrorMaker 2 paused (SIGSTOP), its progress committed at {copied}, the "
              f"producer {'still sending' if p.running() else 'done'}")
@@ -523,7 +513,7 @@ def s16(ctx: Ctx) -> None:
     hb = Producer({"bootstrap.servers": ctx.bootstrap})
     hb.produce(ctx.topic, key="0", value=json.dumps({"id": 0, "ts": "2000-01-01 00:00:00"}))
     hb.flush(30)
-    committed = _mirror_progress(ctx).get(0, 0)
+    committed = ctx.mirror_progress().get(0, 0)
     _, end = watermarks(ctx.bootstrap, ctx.topic, 0)
     alter_topic(ctx.bootstrap, ctx.topic, {"retention.ms": "1000"})
     # every closed segment deleted, only the heartbeat's left: past what the paused mirror
@@ -538,7 +528,7 @@ def s16(ctx: Ctx) -> None:
     hb.produce(ctx.topic, key="0", value=json.dumps({"id": 0, "ts": "2000-01-01 00:00:01"}))
     hb.flush(30)
     last = wait_for("the resumed mirror to copy past the deleted offsets",
-                    lambda: (n := _mirror_progress(ctx).get(0, 0)) > low and n, 120)
+                    lambda: (n := ctx.mirror_progress().get(0, 0)) > low and n, 120)
     ctx.note(f"resumed: the mirror jumped to the log start and copied up to offset {last - 1}")
     ctx.drain(_mirror_consumer(ctx))
 

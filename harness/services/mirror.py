@@ -42,17 +42,25 @@ def mirrored(topic: str) -> str:
     return f"{SOURCE}.{topic}"
 
 
+# Connect worker settings the harness sets: how often the mirror commits its source offsets
+WORKER_SETTINGS = ("offset.flush.interval.ms",)
+
+
 class MirrorMaker2(Service):
     def __init__(self, folder: Path, source: str, target: str, topics: str,
                  settings: dict[str, Any] | None = None) -> None:
         """`source`/`target`: bootstrap servers of the two clusters; `topics`: the regex of
-        the source topics to mirror; `settings`: more mm2.properties lines (they win)."""
+        the source topics to mirror; `settings`: more mm2.properties lines (they win). A
+        Connect worker setting (`WORKER_SETTINGS`) is written for the target cluster's
+        herder: dedicated MirrorMaker 2 ignores it at the top level (its workerConfig)."""
         self.folder = folder.resolve()
         self.folder.mkdir(parents=True, exist_ok=True)
+        settings = {f"{TARGET}.{k}" if k in WORKER_SETTINGS else k: v
+                    for k, v in (settings or {}).items()}
         props = {"clusters": f"{SOURCE}, {TARGET}",
                  f"{SOURCE}.bootstrap.servers": source, f"{TARGET}.bootstrap.servers": target,
                  f"{SOURCE}->{TARGET}.enabled": "true", f"{SOURCE}->{TARGET}.topics": topics,
-                 f"{TARGET}->{SOURCE}.enabled": "false", **LOOPBACK, **(settings or {})}
+                 f"{TARGET}->{SOURCE}.enabled": "false", **LOOPBACK, **settings}
         self.properties = self.folder / "mm2.properties"
         self.properties.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
         self.pid: int | None = None

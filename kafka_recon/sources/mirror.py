@@ -66,7 +66,7 @@ def progress(target: KafkaEndpoint, store: str, source: str, topic: str) -> dict
     """The next source offset the mirror would copy, per partition of `topic` (its last
     copied offset plus one), from its offset store on the target cluster, read whole with a
     fresh group that commits nothing. A partition it never committed is absent."""
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     from kafka_recon.sources.topic import open_client
 
@@ -74,13 +74,21 @@ def progress(target: KafkaEndpoint, store: str, source: str, topic: str) -> dict
                                     "enable.auto.commit": False,
                                     "enable.partition.eof": True})
     try:
-        md = consumer.list_topics(store, timeout=TIMEOUT_S).topics.get(store)
+        try:
+            md = consumer.list_topics(store, timeout=TIMEOUT_S).topics.get(store)
+        except KafkaException as e:
+            raise TopicError(f"the mirror's offset store '{store}' on {target.where}: "
+                             f"{e.args[0].str()}") from None
         if md is None or md.error is not None:
             return {}  # the mirror has committed nothing yet
         assigned = []
         for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(store, p),
-                                                       timeout=TIMEOUT_S, cached=False)
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(store, p),
+                                                           timeout=TIMEOUT_S, cached=False)
+            except KafkaException as e:  # e.g. a leader moving: the store could not be read
+                raise TopicError(f"the mirror's offset store '{store}' on {target.where}, "
+                                 f"partition {p}: {e.args[0].str()}") from None
             if high > low:
                 assigned.append(TopicPartition(store, p, low))
         consumer.assign(assigned)
