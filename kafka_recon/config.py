@@ -113,6 +113,38 @@ class Tolerance(_Strict):
     duplicate: int = Field(0, ge=0)
 
 
+# the columns a replay's Kafka rows already have (Spark's names ignore case): a drop field by
+# one of these names would hide the record's own
+_RESERVED_FIELDS = frozenset({"key", "value", "topic", "partition", "offset", "timestamp",
+                              "timestamptype", "headers", "digest", "dropped", "id",
+                              "event_time", "kafka_ts", "reason", "_id", "_ts", "_why"})
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Drops(_Strict):
+    """The records a processor filters out on purpose, said over the records of the topic
+    before it: they are `filtered` on the process hop, not lost."""
+    # a Spark SQL boolean expression over `fields`; null (a field absent) means kept
+    where: str = Field(min_length=1)
+    # name -> where it is in the upstream topic's record: a JSONPath into the (decoded) value,
+    # or "key"; each is text (compare numbers with try_cast: a plain cast of bad text fails)
+    fields: dict[str, str] = Field(min_length=1)
+
+    @field_validator("fields")
+    @classmethod
+    def _fields(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, path in v.items():
+            if not _FIELD_NAME.match(name):
+                raise ValueError(f"field name {name!r}: expected letters, digits and _")
+            if name.lower() in _RESERVED_FIELDS:
+                raise ValueError(f"field name {name!r} is a column of the replay's records: "
+                                 "pick another name")
+            if not (path == "key" or path.startswith("$.")):
+                raise ValueError(f'field {name!r}: expected a JSONPath starting with "$." or '
+                                 f'"key", got {path!r}')
+        return v
+
+
 class SqlTier(_Strict):
     name: str
     type: Literal["sql"]
@@ -179,6 +211,8 @@ class KafkaTier(_Strict):
     tolerance: Tolerance | None = None  # for the hop into this topic (else the flow's)
     # a MirrorMaker 2 properties file (mm2.properties) whose settings the audit checks
     mirror_properties: str | None = None
+    # via: process only: the records of the topic before that the processor drops on purpose
+    drops: Drops | None = None
 
     @field_validator("grace", mode="before")
     @classmethod
@@ -199,6 +233,9 @@ class KafkaTier(_Strict):
             raise ValueError("give 'bootstrap', 'conn' (an Airflow Kafka connection) or both")
         if self.mirror_properties and self.via != "replication":
             raise ValueError("mirror_properties describe a mirror: set via: replication")
+        if self.drops is not None and self.via != "process":
+            raise ValueError("drops are what a processor filters out on purpose: set via: "
+                             "process")
 
 
 Tier = Annotated[SqlTier | FlumeTier | KafkaTier, Field(discriminator="type")]
@@ -273,6 +310,12 @@ class Flow(_Strict):
             raise ValueError(f"the same topic is named by two tiers: {', '.join(twice)}")
         return tiers
 
+    def model_post_init(self, __context: Any) -> None:
+        for t in self.kafka_tiers:
+            if self.drops_after(t) is not None and self.record_of(t).envelope == "debezium":
+                raise ValueError(f"tier '{t.name}' holds debezium change events; the drops "
+                                 "of the processor after it read fields of plain records")
+
     @property
     def kafka_tiers(self) -> list[KafkaTier]:
         """The flow's topics, in flow order."""
@@ -286,6 +329,12 @@ class Flow(_Strict):
     def record_of(self, tier: KafkaTier) -> RecordSpec:
         """Where a topic's records keep their id and time: its own `record`, else the flow's."""
         return tier.record or self.record
+
+    def drops_after(self, tier: KafkaTier) -> Drops | None:
+        """What the processor reading this topic drops on purpose (the next tier's `drops`)."""
+        i = self.tiers.index(tier)
+        after = self.tiers[i + 1] if i + 1 < len(self.tiers) else None
+        return after.drops if isinstance(after, KafkaTier) else None
 
     def grace_of(self, tier: KafkaTier) -> timedelta:
         return tier.grace if tier.grace is not None else self.grace

@@ -37,7 +37,7 @@ STEPS: dict[str, tuple[str, ...]] = {
     "stage": ("staged", "stage.json", "audit.json", "flight.json"),
     "replay": ("replays", "replays.json"),
     "reconcile": ("reconcile.json", "result.json", "missing", "unexpected", "duplicate",
-                  "late", "unidentifiable"),
+                  "filtered", "late", "unidentifiable"),
     "validate": ("validation.json", "gx"),
     "report": ("report.html", "report.txt", "mail.html", "chart.png"),
 }
@@ -45,7 +45,7 @@ ANALYSIS_STEPS = ("stage", "replay", "reconcile")  # without these there is no r
 
 # what a browser may be given from a run folder: the report, the id files, the Data Docs
 SERVED_FILES = ("report.html", "report.txt", "chart.png")
-SERVED_FOLDERS = ("missing", "unexpected", "duplicate", "late", "unidentifiable",
+SERVED_FOLDERS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable",
                   "gx/uncommitted/data_docs")
 
 

@@ -62,7 +62,9 @@ def id_files(result: Result) -> list[dict[str, Any]]:
     for h in result.hops:
         for what, path, count in (("missing", h.missing_ids, h.missing),
                                   ("duplicate", h.duplicate_ids, h.duplicate),
-                                  ("unexpected", h.unexpected_ids, h.unexpected)):
+                                  ("unexpected", h.unexpected_ids, h.unexpected),
+                                  # declared drops: shown for audit, never a finding
+                                  ("filtered on purpose", h.filtered_ids, h.filtered or 0)):
             if path and count:
                 files.append({"hop": h.name, "what": what, "path": path, "count": count})
     for f in result.findings:

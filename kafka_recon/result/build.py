@@ -194,6 +194,8 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any],
                "unexpected_ids": _rel(h.get("unexpected_ids"), out),
                "duplicate_ids": _rel(h.get("duplicate_ids"), out),
                "buckets": _bucket_rows(h["buckets"])}
+        if h.get("filtered") is not None:  # dropped on purpose by the processor
+            hop.update(filtered=h["filtered"], filtered_ids=_rel(h.get("filtered_ids"), out))
         if h.get("ids_between"):  # a counted loss whose ids the id tiers around it name
             hop["ids_between"] = h["ids_between"]
         hops.append(hop)

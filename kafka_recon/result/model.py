@@ -88,7 +88,7 @@ class Tier(_Model):
 
 
 class Hop(_Model):
-    _optional = frozenset({"ids_between"})
+    _optional = frozenset({"ids_between", "filtered", "filtered_ids"})
     from_: str = Field(alias="from")
     to: str
     side: Side
@@ -103,6 +103,10 @@ class Hop(_Model):
     duplicate_ids: str | None = None
     buckets: list[Bucket] = []
     ids_between: list[str] | None = None
+    # a process hop with declared drops: the ids the processor filtered out on purpose (every
+    # record of theirs a declared drop, none after it); not in `expected`, never loss
+    filtered: int | None = None
+    filtered_ids: str | None = None
 
     @property
     def name(self) -> str:

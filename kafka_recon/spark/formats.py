@@ -89,12 +89,14 @@ def decoded_field(decoded: Column, names: list[str]) -> Column:
 
 
 def avro_columns(value: Column, framed: bool, schemas: dict[int, RegistrySchema],
-                 id_path: str, time_path: str | None, time_format: str
-                 ) -> tuple[Column, Column | None, Column]:
-    """(id text, event time, reason) columns of Avro values.
+                 id_path: str, time_path: str | None, time_format: str,
+                 extra: tuple[str, ...] = ()
+                 ) -> tuple[Column, Column | None, Column, list[Column]]:
+    """(id text, event time, reason, the `extra` paths' texts) columns of Avro values.
 
     `schemas` maps schema id to its schema (or its problem); a value written without a
-    registry (`framed` false) is decoded with the one schema under key 0.
+    registry (`framed` false) is decoded with the one schema under key 0. An extra path the
+    schema lacks is null.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro, to_avro
@@ -107,6 +109,7 @@ def avro_columns(value: Column, framed: bool, schemas: dict[int, RegistrySchema]
         is_framed, sid, payload = value.isNotNull(), F.lit(0).cast("long"), value
     ids: list[tuple[Column, Column]] = []
     times: list[tuple[Column, Column]] = []
+    extras: list[list[tuple[Column, Column]]] = [[] for _ in extra]
     reasons: list[tuple[Column, Column]] = [(~is_framed, unframed_reason(value))]
     for k, schema in sorted(schemas.items()):
         mine = is_framed & (sid == k)
@@ -125,6 +128,9 @@ def avro_columns(value: Column, framed: bool, schemas: dict[int, RegistrySchema]
         reasons.append((mine & ~exact, F.lit(f"the bytes do not decode as Avro of their "
                                              f"schema{where}")))
         ok = mine & exact
+        for cases, path in zip(extras, extra, strict=True):
+            if (xfound := avro_field(schema.text, path)) is not None:
+                cases.append((ok, decoded_field(decoded, xfound[0]).cast("string")))
         found = avro_field(schema.text, id_path)
         if found is None:
             reasons.append((ok, F.lit(f"the schema{where} has no field {id_path}")))
@@ -143,7 +149,8 @@ def avro_columns(value: Column, framed: bool, schemas: dict[int, RegistrySchema]
         for k in schemas:
             known = known | (sid == k)
         reasons.append((is_framed & ~known, _unseen(sid)))
-    return _first(ids), _first(times) if time_path is not None else None, _first(reasons)
+    return (_first(ids), _first(times) if time_path is not None else None, _first(reasons),
+            [_first(cases) for cases in extras])
 
 
 def _unseen(sid: Column) -> Column:

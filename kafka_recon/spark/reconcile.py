@@ -67,9 +67,12 @@ def missing(up: DataFrame, down: DataFrame) -> DataFrame:
 
 
 # ------------------------------------------------------------------ the one comparison
-def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset()) -> DataFrame:
+def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
+            dropping: frozenset[int] = frozenset()) -> DataFrame:
     """Every id of every id tier in one row: (id, n0, b0, n1, b1, ...), `n<i>` how many times
-    id tier i holds the id (0: not at all), `b<i>` the bucket of its first event there.
+    id tier i holds the id (0: not at all), `b<i>` the bucket of its first event there; for a
+    tier in `dropping` (a topic whose records say whether the processor after it drops them on
+    purpose), `d<i>` how many of those records are declared drops.
 
     The tiers' window records are stacked and grouped by id once: one shuffle answers every
     hop, where a join per hop would re-read and re-shuffle each tier for each comparison. A
@@ -79,24 +82,32 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset()) ->
     from pyspark.sql import functions as F
 
     tagged = reduce(lambda x, y: x.unionByName(y),
-                    [df.select("id", "bucket", F.lit(i).alias("tier"))
+                    [df.select("id", "bucket", F.lit(i).alias("tier"),
+                               (F.col("dropped") if i in dropping else F.lit(False))
+                               .alias("dropped"))
                      for i, df in enumerate(records)])
     aggs: list[Column] = []
     for i in range(len(records)):
         n = F.count(F.when(F.col("tier") == i, 1))
         aggs += [(F.least(n, F.lit(1)) if i in collapse else n).alias(f"n{i}"),
                  F.min(F.when(F.col("tier") == i, F.col("bucket"))).alias(f"b{i}")]
+        if i in dropping:
+            aggs.append(F.count(F.when((F.col("tier") == i) & F.col("dropped"), 1))
+                        .alias(f"d{i}"))
     return tagged.groupBy("id").agg(*aggs)
 
 
-def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]]
-          ) -> DataFrame:
+def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]],
+          dropping: frozenset[int] = frozenset()) -> DataFrame:
     """(id, kind, at, bucket, value): what each id counts for, read off its one compared row.
 
     `present` at tier i (value 1): the tier holds the id, in the bucket of its first event
     there. For each hop k = (up, down, before) between two id tiers:
 
-    - `missing` at k: the up tier has it and the down tier lacks it (bucket: up's);
+    - `missing` at k: the up tier has it and the down tier lacks it (bucket: up's); when up
+      is in `dropping` (a processor's hop with declared drops), only a record of it that is
+      not a declared drop makes it missing, and an id whose every record up is one, absent
+      down, is `filtered` at k instead (bucket: up's);
     - `unexpected` at k: the down tier has it and no id tier in `before` (every id tier up to
       the hop's start) does: someone else wrote it (bucket: down's);
     - `duplicate` at k, value the copies down holds beyond what up already had: a duplicate
@@ -124,7 +135,13 @@ def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]
     for k, (up, down, before) in enumerate(hops):
         base = F.greatest(n(up), F.lit(1))
         nowhere = reduce(lambda x, y: x & y, [n(t) == 0 for t in before])
-        cols += [mark((n(up) > 0) & (n(down) == 0), "missing", k, b(up)),
+        if up in dropping:
+            kept = n(up) - F.col(f"d{up}")
+            cols += [mark((kept > 0) & (n(down) == 0), "missing", k, b(up)),
+                     mark((n(up) > 0) & (kept == 0) & (n(down) == 0), "filtered", k, b(up))]
+        else:
+            cols.append(mark((n(up) > 0) & (n(down) == 0), "missing", k, b(up)))
+        cols += [
                  mark((n(down) > 0) & nowhere, "unexpected", k, b(down)),
                  mark(n(down) > base, "duplicate", k, b(down), n(down) - base)]
     # explode, then drop the empty slots: a lambda (`F.filter`) would run interpreted, row by row
@@ -587,8 +604,12 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                 hop_specs.append((slot[i], slot[i + 1], [slot[j] for j in exact if j <= i]))
         collapse = frozenset(k for k, t in topic_slots.items()
                              if flow.record_of(t).envelope == "debezium")
-        compared = keep(compare(records, collapse)) if records else None
-        marked = marks(compared, len(records), hop_specs) if compared is not None else None
+        # the topics whose next processor declares what it drops on purpose
+        dropping = frozenset(k for k, t in topic_slots.items()
+                             if flow.drops_after(t) is not None)
+        compared = keep(compare(records, collapse, dropping)) if records else None
+        marked = marks(compared, len(records), hop_specs, dropping) \
+            if compared is not None else None
         per_id = _tallied(marked) if marked is not None else {}
         # the findings are few: kept, the id files and the evidence read them, not every id
         findings = keep(marked.where(F.col("kind") != "present")) if marked is not None \
@@ -666,14 +687,28 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                           IdFile(paths["duplicate"], ("id", "extra"),
                                  id_rows(found["duplicate"].withColumnRenamed("value", "extra"),
                                          ["id", "extra"], "id", "extra"))]
+                expected = per_id.get(("present", slot[i]), {})
+                if slot[i] in dropping:
+                    # what the processor drops on purpose was never expected after it
+                    on_purpose = per_id.get(("filtered", k), {})
+                    expected = {x: c - on_purpose.get(x, 0) for x, c in expected.items()
+                                if c - on_purpose.get(x, 0)}
+                    found["filtered"] = findings.where((F.col("kind") == "filtered")
+                                                       & (F.col("at") == k))
+                    paths["filtered"] = folder.ids_file("filtered", stem)
+                    files.append(IdFile(paths["filtered"], ("id",),
+                                        id_rows(found["filtered"], ["id"], "id")))
+                    hop.update(filtered=sum(on_purpose.values()),
+                               filtered_ids=str(paths["filtered"]))
                 hop.update(
-                    exact=True, expected=ta["distinct"], observed=tb["distinct"],
+                    exact=True, expected=sum(expected.values()), observed=tb["distinct"],
                     missing_ids=str(paths["missing"]), unexpected_ids=str(paths["unexpected"]),
                     duplicate_ids=str(paths["duplicate"]),
                     buckets={"missing": per_id.get(("missing", k), {}),
                              "unexpected": per_id.get(("unexpected", k), {}),
                              "duplicate": per_id.get(("duplicate", k), {}),
-                             "expected": per_id.get(("present", slot[i]), {}),
+                             "expected": expected,
+                             **({"filtered": on_purpose} if slot[i] in dropping else {}),
                              "observed": per_id.get(("present", slot[i + 1]), {})})
             else:
                 # a count-only end: compare record counts per bucket

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from kafka_recon.config import Flow, KafkaTier, RecordSpec
+    from kafka_recon.config import Drops, Flow, KafkaTier, RecordSpec
     from kafka_recon.runfolder import RunFolder
     from kafka_recon.sources.kafka_client import KafkaEndpoint
     from kafka_recon.sources.registry import RegistrySchema
@@ -43,7 +43,8 @@ BULK_READ: dict[str, str] = {"kafka.max.partition.fetch.bytes": str(8 * 1024 * 1
 
 # ------------------------------------------------------------------ pure transforms
 def extract_records(raw: DataFrame, record: RecordSpec,
-                    schemas: dict[int, RegistrySchema] | None = None) -> DataFrame:
+                    schemas: dict[int, RegistrySchema] | None = None,
+                    drops: Drops | None = None) -> DataFrame:
     """Kafka rows to (id, event_time, partition, offset, kafka_ts, reason), with built-in
     functions only.
 
@@ -53,6 +54,9 @@ def extract_records(raw: DataFrame, record: RecordSpec,
     misframed or does not decode, or lacks a field, or holds a time that is not one, gives a
     null id or event time and a `reason`: the record is counted as unidentifiable with its
     partition and offset, never dropped, and the run goes on.
+
+    With `drops` (what the processor reading this topic filters out on purpose), each record
+    also says whether it is one (`dropped`, `with_dropped`).
     """
     from pyspark.sql import functions as F
 
@@ -62,10 +66,13 @@ def extract_records(raw: DataFrame, record: RecordSpec,
     if record.envelope == "debezium":
         return extract_changes(raw, record)
     time_path = None if record.event_time == "kafka_timestamp" else record.event_time
+    wanted = tuple(p for p in (drops.fields.values() if drops else ()) if p != "key")
     if record.format == "avro":
-        rec_id, when, undecoded = avro_columns(F.col("value"), record.schema_file is None,
-                                               schemas or {}, record.id, time_path,
-                                               record.event_time_format)
+        rec_id, when, undecoded, texts = avro_columns(
+            F.col("value"), record.schema_file is None, schemas or {}, record.id, time_path,
+            record.event_time_format, wanted)
+        if drops is not None:
+            raw = with_dropped(raw, drops, dict(zip(wanted, texts, strict=True)))
         return _as_records(raw, rec_id, F.col("timestamp") if when is None else when,
                            record, undecoded)
     why: Column | None = None
@@ -75,6 +82,8 @@ def extract_records(raw: DataFrame, record: RecordSpec,
         raw = raw.withColumn("_why", unframed).withColumn("value", text)
         why = F.col("_why")
     value = utf8_text(F.col("value"))
+    if drops is not None:
+        raw = with_dropped(raw, drops, {p: F.get_json_object(value, p) for p in wanted})
     fields = [record.id, record.event_time]
     top = [p[2:] for p in fields if TOP_LEVEL.match(p)]
     if len(top) == 2:
@@ -94,6 +103,30 @@ def extract_records(raw: DataFrame, record: RecordSpec,
     return _as_records(raw, rec_id, when, record, why)
 
 
+def with_dropped(raw: DataFrame, drops: Drops, texts: dict[str, Column]) -> DataFrame:
+    """The Kafka rows with `dropped`: whether the processor after this topic filters the
+    record out on purpose. `texts` holds each field's text by its path ("key" is the key's);
+    a null answer (a field absent, a number that is not one) means kept, so a record the
+    filter cannot judge is expected downstream, never excused."""
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql import functions as F
+
+    from kafka_recon.errors import ConfigError
+    from kafka_recon.spark.records import utf8_text
+
+    names = list(drops.fields)
+    cols = {n: utf8_text(F.col("key")) if p == "key" else texts[p]
+            for n, p in drops.fields.items()}
+    try:
+        judged = F.coalesce(F.expr(drops.where).cast("boolean"), F.lit(False))
+        return (raw.withColumns(cols)
+                .withColumn("dropped", judged).drop(*names))
+    except (ParseException, AnalysisException) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"drops.where {drops.where!r} over fields {', '.join(names)}: "
+                          f"{first}") from None
+
+
 def record_digest() -> Column:
     """One record read, as a 64-bit hash of where it sits and what it holds."""
     from pyspark.sql import functions as F
@@ -109,8 +142,9 @@ def present(record: RecordSpec) -> Column:
 
 
 def _carried(raw: DataFrame) -> list[str]:
-    # the digest, when the replay asked for it, goes along with each record
-    return ["digest"] if "digest" in raw.columns else []
+    # the digest, when the replay asked for it, and whether the next processor drops the
+    # record go along with each record
+    return [c for c in ("digest", "dropped") if c in raw.columns]
 
 
 def _as_records(raw: DataFrame, rec_id: Column, when: Column, record: RecordSpec,
@@ -364,7 +398,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     def records_of(raw: DataFrame) -> DataFrame:
         # a digest per record only when a later replay will compare with it
         return extract_records(raw.withColumn("digest", record_digest()) if wanted > 1 else raw,
-                               record, schemas)
+                               record, schemas, flow.drops_after(tier))
 
     def summarised(records: DataFrame) -> dict[str, Any]:
         # an aggregate always yields exactly one row

@@ -173,3 +173,26 @@ def test_json_schema_values_are_read_after_their_frame(spark: Any) -> None:
     assert got[0]["id"] == "12345678901234567" and got[0]["reason"] is None
     assert got[1]["id"] is None and got[1]["reason"].startswith("not in the schema registry")
     assert got[2]["reason"] == f"schema id {avro_id} is a AVRO schema, the flow reads json_schema"
+
+
+def test_a_processors_drops_read_fields_of_avro_records(spark: Any) -> None:
+    from kafka_recon.config import Drops
+    from kafka_recon.spark.replay import extract_records
+
+    schema = {"type": "record", "name": "O", "fields": [
+        {"name": "id", "type": "long"}, {"name": "ts", "type": "string"},
+        {"name": "meta", "type": ["null", {"type": "record", "name": "M", "fields": [
+            {"name": "channel", "type": "string"}]}]}]}
+    t = "2026-11-20T05:00:00Z"
+    values = [avro_bytes(schema, {"id": 1, "ts": t, "meta": {"channel": "test"}}),
+              avro_bytes(schema, {"id": 2, "ts": t, "meta": {"channel": "web"}}),
+              avro_bytes(schema, {"id": 3, "ts": t, "meta": None}),
+              b"\x02\x04ab\x00\x00\x00\x00"]
+    spec = RecordSpec(id="$.id", event_time="$.ts", format="avro", schema_file="/unused.avsc")
+    drops = Drops(where="channel = 'test' OR missing IS NOT NULL",
+                  fields={"channel": "$.meta.channel", "missing": "$.not_in_schema"})
+    got = extract_records(kafka_rows(spark, values), spec,
+                          {0: RegistrySchema(text=json.dumps(schema))}, drops).collect()
+    # a field the schema lacks is null, an undecodable value is judged on nothing: both kept
+    assert [(r["id"], r["dropped"]) for r in got] == [("1", True), ("2", False), ("3", False),
+                                                       (None, False)]

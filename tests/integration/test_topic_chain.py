@@ -168,3 +168,36 @@ def test_a_mirrors_copies_within_the_hops_tolerance_leave_the_chain_ok(
     # the enriched topic holds each record once: the processor's input copies were read
     # by id, and only the hop into the mirror carries them
     assert r["status"] == "ok"
+
+
+def test_records_a_processor_drops_on_purpose_are_filtered_not_lost(
+        chain: Any, spark: Any) -> None:
+    _flow(chain)
+    # the processor filters out ids 100-109 on purpose (declared over the mirrored topic's
+    # records), passes 109 anyway, and loses 120 and 121
+    text = chain.config.read_text().replace(
+        '        record: {id: "$.order.id", event_time: "$.order.at"}\n',
+        '        record: {id: "$.order.id", event_time: "$.order.at"}\n'
+        '        drops: {where: "try_cast(oid AS INT) BETWEEN 100 AND 109 AND note IS NULL",'
+        ' fields: {oid: "$.id", note: "$.note"}}\n')
+    chain.config.write_text(text)
+    chain.upstream(ROWS)
+    chain.produce(list(ROWS.items()))
+    on_purpose, lost = set(range(100, 109)), {120, 121}
+    _copy(chain.bootstrap, chain.topic, chain.mirrored, chain.partitions,
+          drop=set(), repeat=set(), reshape=False)
+    _copy(chain.bootstrap, chain.mirrored, chain.enriched, chain.partitions,
+          drop=on_purpose | lost, repeat=set(), reshape=True)
+    chain.sink([(i, t) for i, t in ROWS.items() if i not in on_purpose | lost])
+    r = _reconcile(chain, spark)
+
+    assert findings(r) == [("loss", "process", "mirrored->enriched", 2)]
+    got = {(f["kind"], f["hop"]): f for f in r["findings"]}
+    assert chain.ids(got["loss", "mirrored->enriched"]["ids"]) == lost
+    hop = {h["from"]: h for h in r["hops"]}["mirrored"]
+    # 109 was a declared drop that got through: observed, never filtered nor missing
+    assert hop["filtered"] == 9 and chain.ids(hop["filtered_ids"]) == on_purpose
+    assert (hop["expected"], hop["observed"], hop["missing"]) == (191, 189, 2)
+    # what was filtered is not expected further on either
+    assert {h["from"]: h["missing"] for h in r["hops"]}["enriched"] == 0
+    assert "filtered" not in {h["from"]: h for h in r["hops"]}["topic"]

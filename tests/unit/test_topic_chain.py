@@ -90,6 +90,47 @@ def test_the_same_topic_twice_in_a_flow_is_an_error(tmp_path: Path) -> None:
         load_flow(write(tmp_path, text), "orders")
 
 
+DROPS = ('via: process, drops: {where: "status = \'test\'", fields: {status: "$.status"}}, '
+         'record:')
+
+
+def test_a_processors_declared_drops_are_read_over_the_topic_before_it(tmp_path: Path) -> None:
+    flow = load_flow(write(tmp_path, CHAIN.replace("via: process, record:", DROPS)), "orders")
+    regional, aggregate, enriched = flow.kafka_tiers
+    assert flow.drops_after(aggregate) is enriched.drops
+    assert enriched.drops is not None and enriched.drops.fields == {"status": "$.status"}
+    assert flow.drops_after(regional) is None and flow.drops_after(enriched) is None
+
+
+@pytest.mark.parametrize(("drops", "error"), [
+    ('{where: "x", fields: {value: "$.v"}}', "field name 'value' is a column of the replay's"),
+    ('{where: "x", fields: {Offset: "$.v"}}', "field name 'Offset' is a column"),
+    ('{where: "x", fields: {v: "v"}}', "field 'v': expected a JSONPath"),
+    ('{where: "x", fields: {}}', "fields"),
+    ('{where: "", fields: {v: "$.v"}}', "where"),
+])
+def test_a_drop_declaration_that_cannot_be_read_is_a_config_error(
+        tmp_path: Path, drops: str, error: str) -> None:
+    text = CHAIN.replace("via: process, record:", f"via: process, drops: {drops}, record:")
+    with pytest.raises(ConfigError, match=error):
+        load_flow(write(tmp_path, text), "orders")
+
+
+def test_drops_belong_to_a_processors_hop_only(tmp_path: Path) -> None:
+    text = CHAIN.replace("via: replication, ", 'via: replication, drops: {where: "true", '
+                                               'fields: {v: "$.v"}}, ')
+    with pytest.raises(ConfigError, match="set via: process"):
+        load_flow(write(tmp_path, text), "orders")
+
+
+def test_drops_over_change_events_are_refused(tmp_path: Path) -> None:
+    text = CHAIN.replace("via: process, record:", DROPS).replace(
+        'topic: A.orders,', 'topic: A.orders, record: {id: "$.id", event_time: "$.t", '
+                           'envelope: debezium},')
+    with pytest.raises(ConfigError, match="tier 'aggregate' holds debezium change events"):
+        load_flow(write(tmp_path, text), "orders")
+
+
 # ------------------------------------------------------------------ the result of a chain
 def _hop(a: str, b: str, side: str, n: int, miss: int = 0, dup: int = 0,
          **evidence: Any) -> dict[str, Any]:
@@ -144,6 +185,21 @@ def test_a_mirrors_resent_run_is_a_replication_duplicate_with_its_cause(tmp_path
     assert r["status"] == "findings"
     assert [x["tier"] for x in r["replays"]] == ["regional"] * 2 + ["aggregate"] * 2 + \
         ["enriched"] * 2
+
+
+def test_a_processors_filtered_records_are_reported_apart_and_the_run_is_ok(
+        tmp_path: Path) -> None:
+    filtered = _hop("aggregate", "enriched", "process", 60, filtered=40,
+                    filtered_ids="/run/filtered/aggregate__enriched.csv")
+    r = _run(tmp_path, [_hop("db", "regional", "write", 100),
+                        _hop("regional", "aggregate", "replication", 100), filtered,
+                        _hop("enriched", "sink", "consume", 60)], TOPICS)
+    hop = r["hops"][2]
+    assert (hop["expected"], hop["filtered"], hop["filtered_ids"]) == (
+        60, 40, "filtered/aggregate__enriched.csv")
+    assert r["findings"] == [] and r["status"] == "ok"
+    # a hop without declared drops says nothing of them
+    assert "filtered" not in r["hops"][1] and "filtered_ids" not in r["hops"][1]
 
 
 def test_a_run_of_the_source_skipped_by_the_mirror_points_at_it(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.types import (  # noqa: E402
     BinaryType,
+    BooleanType,
     IntegerType,
     LongType,
     StringType,
@@ -23,7 +24,8 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 
-from kafka_recon.config import RecordSpec  # noqa: E402
+from kafka_recon.config import Drops, RecordSpec  # noqa: E402
+from kafka_recon.errors import ConfigError  # noqa: E402
 from kafka_recon.spark import reconcile as R  # noqa: E402
 from kafka_recon.spark import replay as P  # noqa: E402
 
@@ -114,6 +116,53 @@ def test_a_change_stream_counts_an_id_once_however_many_changes_carry_it(
     wide = R.compare([R.window_records(table(spark, t), START, END, HOUR)
                       for t in (db, changes)], collapse=frozenset({1}))
     assert marked(R.marks(wide, 2, [(0, 1, [0])]), "duplicate", 0) == []
+
+
+def test_an_id_every_record_of_which_the_processor_drops_on_purpose_is_filtered_not_missing(
+        spark: SparkSession) -> None:
+    mark = StructType([*TABLE.fields, StructField("dropped", BooleanType())])
+    up = spark.createDataFrame([
+        ("kept", at(1), False), ("lost", at(2), False),
+        ("on-purpose", at(3), True), ("on-purpose", at(3), True),
+        ("half", at(4), True), ("half", at(4), False),  # one copy should have passed
+        ("passed-anyway", at(5), True)], mark)
+    down = table(spark, [("kept", at(1)), ("passed-anyway", at(5))])
+    wide = R.compare([R.window_records(t, START, END, HOUR) for t in (up, down)],
+                     dropping=frozenset({0}))
+    m = R.marks(wide, 2, [(0, 1, [0])], dropping=frozenset({0})).cache()
+    assert marked(m, "missing", 0) == [("half",), ("lost",)]
+    assert marked(m, "filtered", 0) == [("on-purpose",)]
+    assert marked(m, "unexpected", 0) == [] and marked(m, "duplicate", 0) == []
+
+
+def test_declared_drops_are_judged_per_record_and_an_unjudgeable_one_is_kept(
+        spark: SparkSession) -> None:
+    raw = spark.createDataFrame([
+        (b"test-1", b'{"id": 1, "t": "2026-11-20T05:00:00Z", "amount": "0"}', 0, 1, at(1)),
+        (b"k2", b'{"id": 2, "t": "2026-11-20T05:00:00Z", "amount": "12.5"}', 0, 2, at(2)),
+        (b"k3", b'{"id": 3, "t": "2026-11-20T05:00:00Z", "amount": "n/a"}', 0, 3, at(3)),
+        (b"k4", b'{"id": 4, "t": "2026-11-20T05:00:00Z"}', 0, 4, at(4)),
+        (b"k5", b"<not json>", 0, 5, at(5)),
+    ], KAFKA_ROWS)
+    drops = Drops(where="try_cast(amount AS DOUBLE) <= 0 OR k LIKE 'test-%'",
+                  fields={"amount": "$.amount", "k": "key"})
+    for spec in (RecordSpec(id="$.id", event_time="$.t"),  # top-level: parsed once
+                 RecordSpec(id="$.id", event_time="kafka_timestamp")):
+        got = P.extract_records(raw, spec, drops=drops).collect()
+        assert [r["dropped"] for r in got] == [True, False, False, False, False]
+        assert [r["id"] for r in got] == ["1", "2", "3", "4", None]
+
+
+@pytest.mark.parametrize(("where", "names"), [("amount <=", "syntax"),
+                                              ("amuont > 0", "amuont")])
+def test_a_drop_expression_spark_cannot_read_is_one_config_error_line(
+        spark: SparkSession, where: str, names: str) -> None:
+    raw = spark.createDataFrame([(b"k", b'{"id": 1}', 0, 1, at(1))], KAFKA_ROWS)
+    with pytest.raises(ConfigError) as e:
+        P.extract_records(raw, RecordSpec(id="$.id", event_time="kafka_timestamp"),
+                          drops=Drops(where=where, fields={"amount": "$.amount"}))
+    assert "\n" not in str(e.value) and f"drops.where {where!r}" in str(e.value)
+    assert names.lower() in str(e.value).lower()
 
 
 def test_bucket_edges_belong_to_the_later_bucket(spark: SparkSession) -> None:
