@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv jars demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium
+.PHONY: all setup venv jars demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium prometheus
 
 all: setup
 
@@ -65,15 +65,21 @@ chromium:
 	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
 	  { echo "chromium not found: apt-get install chromium (Debian's package)"; exit 2; }
 
+# the metrics test has Debian's Prometheus scrape the plugin
+prometheus:
+	@command -v prometheus >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; } || \
+	  { echo "prometheus not found: apt-get install prometheus (Debian's package)"; exit 2; }
+
 # under make test a missing chromium fails the screenshot test instead of skipping it
-test: setup postgres chromium
+test: setup postgres chromium prometheus
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test-integration: setup postgres chromium
+test-integration: setup postgres chromium prometheus
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 # speed and memory goals: never timed tests. The whole table (three sizes, three masters, the

@@ -11,6 +11,7 @@
 | KAFKA_RECON_SNAPSHOTS | `<runs>/snapshots.db` | snapshot store: Flume counters, flight recorder |
 | KAFKA_RECON_SNAPSHOT_RETENTION_DAYS | 14 | how long the flight recorder's snapshots are kept |
 | KAFKA_RECON_UI_URL | none | Airflow's address, for links in mails |
+| KAFKA_RECON_METRICS_TOKEN | none | the bearer token a scraper may use for /recon/metrics |
 | KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
 | KAFKA_RECON_TASK_RETRIES | 2 | retries of a daily DAG's tasks |
 | KAFKA_RECON_RUN_STALE_HOURS | 6 | a run of a window silent this long no longer holds it |
@@ -67,6 +68,10 @@ def snapshots_path() -> Path:
     default = runs_root() / "snapshots.db"
     return _path("KAFKA_RECON_SNAPSHOTS",
                  legacy if legacy.exists() and not default.exists() else default)
+
+
+def metrics_token() -> str | None:
+    return os.environ.get("KAFKA_RECON_METRICS_TOKEN") or None
 
 
 def ui_url() -> str | None:

@@ -9,6 +9,11 @@ Airflow's login page and back.
     /recon/charts/<flow>.png         the history chart
     /recon/api/latest                the same as JSON
     /recon/runs/<flow>/<window>/...  a run's artefacts: report, id files, gx Data Docs
+    /recon/metrics                   Prometheus metrics (kafka_recon.outputs.metrics)
+
+/recon/metrics also answers a scraper that presents `Authorization: Bearer <token>` with the
+token set in KAFKA_RECON_METRICS_TOKEN (Prometheus cannot log in to Airflow); without that
+setting it needs Airflow's login like every other route.
 
 Only run artefacts are served (`RunFolder.servable`): never the history database, the Flume
 snapshot store, a run's JSON files, nor anything reached through a link.
@@ -81,6 +86,33 @@ def create_app() -> Any:
                   for r in latest}
         return env.get_template("ui.html.j2").render(
             latest=latest, recent=recent, user=getattr(user, "get_name", lambda: "")())
+
+    async def scraper(request: Request) -> None:
+        import hmac
+
+        from airflow.api_fastapi.core_api.security import get_user
+        from fastapi.security import HTTPAuthorizationCredentials
+
+        from kafka_recon.settings import metrics_token
+
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        token = metrics_token()
+        if token and scheme.lower() == "bearer" and hmac.compare_digest(
+                credentials.encode(), token.encode()):
+            return
+        bearer = HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials) \
+            if credentials else None
+        await get_user(request, None, bearer)
+
+    # FastAPI reads the request parameter off its annotation, a string under postponed
+    # evaluation that names a class imported in this function only
+    scraper.__annotations__ = {"request": Request, "return": None}
+
+    @app.get("/metrics")
+    def metrics(_: Any = Depends(scraper)) -> Response:
+        from kafka_recon.outputs.metrics import CONTENT_TYPE, exposition
+
+        return Response(exposition(), media_type=CONTENT_TYPE)
 
     @app.get("/api/latest")
     def api_latest(_: Any = Depends(get_user)) -> list[dict[str, Any]]:

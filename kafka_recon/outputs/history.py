@@ -208,6 +208,30 @@ def latest_per_flow(eng: Engine | None = None) -> list[dict[str, Any]]:
         return [_run_row(r._mapping) for r in con.execute(q)]
 
 
+def latest_hops(eng: Engine | None = None) -> list[dict[str, Any]]:
+    """Every hop of every flow's newest window: (flow, hop, side, missing, duplicate,
+    unexpected), summed over its buckets, for the metrics."""
+    from sqlalchemy import func
+
+    eng = eng or engine()
+    newest = select(runs.c.flow, func.max(runs.c.window_start).label("ws")) \
+        .group_by(runs.c.flow).subquery()
+    h = hop_buckets
+    q = (select(h.c.flow, h.c.hop, h.c.side, func.sum(h.c.missing), func.sum(h.c.duplicate),
+                func.sum(h.c.unexpected))
+         .join(newest, (h.c.flow == newest.c.flow) & (h.c.window_start == newest.c.ws))
+         .group_by(h.c.flow, h.c.hop, h.c.side).order_by(h.c.flow, h.c.hop))
+    with eng.connect() as con:
+        return [{"flow": f, "hop": hop, "side": side, "missing": int(m or 0),
+                 "duplicate": int(d or 0), "unexpected": int(u or 0)}
+                for f, hop, side, m, d, u in con.execute(q)]
+
+
+def epoch(iso: str) -> float:
+    """Seconds since the epoch of a time as the history rows give it."""
+    return _t(iso).timestamp()
+
+
 def flow_runs(flow: str, limit: int = 60, eng: Engine | None = None) -> list[dict[str, Any]]:
     """A flow's recorded windows, newest first, each with its per-hop missing and duplicate."""
     from sqlalchemy import func

@@ -25,6 +25,7 @@ from harness.services.smtp import MailCatcher, read_maildir
 pytestmark = pytest.mark.integration
 
 CHROMIUM = "/usr/bin/chromium"
+METRICS_TOKEN = "scrape-me-7f3a"
 
 
 @dataclass
@@ -48,7 +49,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, postgres: Any) -> Iterator[S
     try:
         truth = make_data(workdir, kafka.bootstrap, start, end, 300, 1)
         servers = AirflowServers(workdir / "airflow",
-                                 demo_env(workdir, kafka.bootstrap, mail.port),
+                                 {**demo_env(workdir, kafka.bootstrap, mail.port),
+                                  "KAFKA_RECON_METRICS_TOKEN": METRICS_TOKEN},
                                  database_url=postgres.create_database("airflow_e2e")).start()
         # the daily DAG stays paused: its first run would reconcile the same window at once
         servers.unpause("recon_adhoc")
@@ -203,6 +205,46 @@ def test_plugin_page_answers_only_behind_airflow_login(
     code, _, _ = _get(f"{page}runs/..%2F..%2Fairflow%2Fpasswords.json",
                       {"Authorization": f"Bearer {token}"})
     assert code == 404, "the run-file route must not leave the runs folder"
+
+
+def test_prometheus_scrapes_the_plugins_metrics_and_fires_the_readmes_alert(
+        stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """Debian's Prometheus scrapes /recon/metrics from Airflow's api-server with the metrics
+    token and evaluates the shipped rule file (the README's example)."""
+    from harness.services.prometheus import Prometheus
+    from kafka_recon.settings import REPO_ROOT
+
+    lost = len(stack.truth["lost_consume_side"])
+    code, _, _ = _get(f"{stack.airflow.url}/recon/metrics", {})
+    assert code == 401, "the metrics need the token or a login"
+    address = stack.airflow.url.removeprefix("http://")
+    with Prometheus(stack.workdir / "prometheus",
+                    [{"job": "kafka-recon", "address": address, "path": "/recon/metrics",
+                      "token": METRICS_TOKEN}],
+                    [REPO_ROOT / "config" / "prometheus" / "kafka_recon_rules.yml"]) as prom:
+        deadline = time.monotonic() + 60
+        while not (missing := prom.query("kafka_recon_missing_records > 0")):
+            assert time.monotonic() < deadline, prom.targets_health()
+            time.sleep(1)
+        assert prom.targets_health() == {"kafka-recon": "up"}
+        assert [(m["metric"]["flow"], m["metric"]["hop"], m["metric"]["side"], m["value"])
+                for m in missing] == [(FLOW, "orders_topic->warehouse", "consume", lost)]
+        [status] = prom.query('kafka_recon_status == 1')
+        assert (status["metric"]["flow"], status["metric"]["status"]) == (FLOW, "findings")
+        [age] = prom.query("kafka_recon_window_age_seconds")
+        assert 0 <= age["value"] < 2 * 86400
+        [took] = prom.query("kafka_recon_run_duration_seconds")
+        assert took["value"] > 0
+        while not (firing := [a for a in prom.alerts() if a["state"] == "firing"]):
+            assert time.monotonic() < deadline + 30, prom.alerts()
+            time.sleep(1)
+        assert [(a["labels"]["alertname"], a["labels"]["flow"]) for a in firing] == [
+            ("KafkaReconMissingRecords", FLOW)]
+        assert f"{lost} record(s) missing on orders_topic->warehouse" in \
+            firing[0]["annotations"]["summary"]
+        [(_, total)] = [(m["metric"]["flow"], m["value"]) for m in
+                        prom.query("flow:kafka_recon_missing_records:sum")]
+        assert total == lost
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get(

@@ -1,0 +1,107 @@
+"""Prometheus metrics of the newest reconciled window of every flow, from the history store.
+
+Read at scrape time: every api-server worker answers the same from the one store, and nothing
+is kept in memory between scrapes. Per flow and hop, the last window's missing, duplicate and
+unexpected records; per flow, its status, the window's end, how long its run took, and the age
+of that window (how stale "the newest reconciled window" is: an alert when the daily run stops).
+
+    kafka_recon_missing_records{flow,hop,side}      records missing on the hop, last window
+    kafka_recon_duplicate_records{flow,hop,side}    extra copies
+    kafka_recon_unexpected_records{flow,hop,side}   found with no upstream record
+    kafka_recon_status{flow,status}                 1 for the last window's status, else 0
+    kafka_recon_window_end_timestamp_seconds{flow}  the end of the newest reconciled window
+    kafka_recon_window_age_seconds{flow}            now minus that end
+    kafka_recon_run_duration_seconds{flow}          the seconds its run's steps took
+    kafka_recon_findings{flow}                      its loss-verdict findings
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
+    from sqlalchemy.engine import Engine
+
+STATUSES = ("ok", "findings", "inconclusive")
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def run_seconds(run_dir: str | None) -> float | None:
+    """The seconds a run's steps took, from its timings.json (None when it has none)."""
+    if not run_dir:
+        return None
+    path = Path(run_dir) / "timings.json"
+    try:
+        laps = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return float(sum(v for v in laps.values() if isinstance(v, int | float)))
+
+
+class HistoryCollector:
+    """A prometheus_client collector over the history store (a custom collector: the values
+    are the store's, read at each scrape)."""
+
+    def __init__(self, eng: Engine | None = None, now: Any = time.time) -> None:
+        self._eng, self._now = eng, now
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        from kafka_recon.outputs import history
+
+        eng = self._eng or history.engine()
+        latest = history.latest_per_flow(eng)
+        hops = history.latest_hops(eng)
+        kinds = {k: GaugeMetricFamily(f"kafka_recon_{k}_records", f"records {what} on the hop "
+                                      "in the newest reconciled window",
+                                      labels=["flow", "hop", "side"])
+                 for k, what in (("missing", "missing"), ("duplicate", "duplicated"),
+                                 ("unexpected", "found with no upstream record"))}
+        for h in hops:
+            for k, family in kinds.items():
+                family.add_metric([h["flow"], h["hop"], h["side"]], h[k])
+        status = GaugeMetricFamily("kafka_recon_status", "1 for the status of the newest "
+                                   "reconciled window, 0 for the others",
+                                   labels=["flow", "status"])
+        end = GaugeMetricFamily("kafka_recon_window_end_timestamp_seconds",
+                                "the end of the newest reconciled window", labels=["flow"])
+        age = GaugeMetricFamily("kafka_recon_window_age_seconds",
+                                "seconds since the end of the newest reconciled window",
+                                labels=["flow"])
+        took = GaugeMetricFamily("kafka_recon_run_duration_seconds",
+                                 "seconds the newest window's run took", labels=["flow"])
+        found = GaugeMetricFamily("kafka_recon_findings", "loss-verdict findings of the "
+                                  "newest reconciled window", labels=["flow"])
+        now = float(self._now())
+        for r in latest:
+            for s in STATUSES:
+                status.add_metric([r["flow"], s], 1.0 if r["status"] == s else 0.0)
+            t = history.epoch(r["window_end"])
+            end.add_metric([r["flow"]], t)
+            age.add_metric([r["flow"]], max(0.0, now - t))
+            found.add_metric([r["flow"]], r["findings"])
+            if (seconds := run_seconds(r["run_dir"])) is not None:
+                took.add_metric([r["flow"]], seconds)
+        yield from (*kinds.values(), status, end, age, took, found)
+
+
+def registry(eng: Engine | None = None) -> CollectorRegistry:
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(HistoryCollector(eng))
+    return reg
+
+
+def exposition(eng: Engine | None = None) -> bytes:
+    """The metrics in Prometheus' text format."""
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry(eng))
