@@ -262,6 +262,22 @@ class Volume(_Strict):
     min_history: int = Field(2, ge=1)
 
 
+AlertEvent = Literal["findings", "inconclusive", "recovery"]
+
+
+class Alert(_Strict):
+    """Where else the flow's owners hear of a window, beside the mail: an Airflow notifier
+    over an Airflow connection (slack: an incoming webhook, `slackwebhook`; pagerduty: an
+    Events API v2 integration, `pagerduty_events`)."""
+    type: Literal["slack", "pagerduty"]
+    conn: str = Field(min_length=1)
+    # which windows it hears of: `recovery` is an ok window after one that was not (not
+    # `on`: YAML reads that key as the boolean true)
+    when: list[AlertEvent] = Field(["findings", "inconclusive"], min_length=1)
+    # pagerduty: the severity of a findings event (an inconclusive one is a warning)
+    severity: Literal["critical", "error", "warning", "info"] = "error"
+
+
 class Flow(_Strict):
     name: str
     owners: list[str] = Field(min_length=1)
@@ -276,6 +292,7 @@ class Flow(_Strict):
     tiers: list[Tier] = Field(min_length=2)
     tolerance: Tolerance = Tolerance()
     volume: Volume = Volume()
+    alerts: list[Alert] = []
 
     @field_validator("bucket", "grace", "disorder", mode="before")
     @classmethod

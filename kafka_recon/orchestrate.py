@@ -351,6 +351,24 @@ def notify(run: Run, smtp_conn_id: str = "smtp_default") -> str:
     return result.subject()
 
 
+def alert(run: Run) -> list[dict[str, Any]]:
+    """Step 7 beside the mail: the flow's Slack and PagerDuty alerts due for this window
+    (kafka_recon.outputs.alerts), each tried; what each did is kept in alerts.json."""
+    import json
+
+    from kafka_recon.outputs import history
+    from kafka_recon.outputs.alerts import send_alerts
+    from kafka_recon.outputs.report import links
+
+    result = conclude(run)
+    docs = json.loads(run.folder.validation.read_text()).get("data_docs") \
+        if run.folder.validation.exists() else None
+    previous = history.previous_status(run.flow.name, result.window.start)
+    sent = send_alerts(run.flow, result, previous, links(result, run.out, docs))
+    run.folder.write_json(run.out / "alerts.json", sent)
+    return sent
+
+
 # ------------------------------------------------------------------ running them
 class Stopwatch:
     """Seconds per step, and the Spark jobs each ran, kept in the run folder (timings.json):

@@ -7,7 +7,7 @@ bodies import the orchestration lazily: parsing a DAG file stays free of I/O and
 pandas and great_expectations.
 
     begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic >> replay_reconcile
-      >> validate >> report (all done) >> [history, notify] (all done) >> verdict (all done)
+      >> validate >> report (all done) >> [history, notify, alert] (all done) >> verdict (all done)
 
 `begin` holds the window's run folder for this DAG run (a second run of the same window, daily
 or ad-hoc, is refused naming the first) and clears its previous outputs, so a run that fails
@@ -190,6 +190,24 @@ def notify(flow: str, start: str, end: str, email: str) -> str:
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
+def alert(flow: str, start: str, end: str) -> list[dict[str, Any]]:
+    """The flow's Slack and PagerDuty alerts: every one tried; the task fails after them when
+    one could not be sent (the mail and the verdict are tasks of their own)."""
+    from airflow.exceptions import AirflowSkipException
+
+    from kafka_recon import orchestrate
+
+    run = _held(flow, start, end)
+    if not run.flow.alerts:
+        raise AirflowSkipException(f"flow '{flow}' has no alerts")
+    sent = orchestrate.alert(run)
+    failed = [f"{a['type']} ({a['conn']}): {a['error']}" for a in sent if a.get("error")]
+    if failed:
+        raise RuntimeError(f"{len(failed)} alert(s) not sent: {'; '.join(failed)}")
+    return sent
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
 def verdict(flow: str, start: str, end: str) -> str:
     """Ends the run red when the flow is not ok, after owners have been told."""
     from kafka_recon import orchestrate
@@ -213,8 +231,9 @@ def wire_run(args: RunArgs, staged: Any) -> None:
     reported = report(**w)
     recorded = history(**w)
     notified = notify(**w, email=args.email)
+    alerted = alert(**w)
     staged >> topic >> compared >> validate(**w) >> reported
-    reported >> [recorded, notified] >> verdict(**w)
+    reported >> [recorded, notified, alerted] >> verdict(**w)
 
 
 def daily_run(args: RunArgs, tiers: list[str]) -> None:

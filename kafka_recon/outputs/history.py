@@ -208,6 +208,17 @@ def latest_per_flow(eng: Engine | None = None) -> list[dict[str, Any]]:
         return [_run_row(r._mapping) for r in con.execute(q)]
 
 
+def previous_status(flow: str, before: str, eng: Engine | None = None) -> str | None:
+    """The status of the flow's newest recorded window that starts before `before` (None:
+    there is none), for telling a recovery from an ok day among ok days."""
+    eng = eng or engine()
+    with eng.connect() as con:
+        row = con.execute(select(runs.c.status)
+                          .where(runs.c.flow == flow, runs.c.window_start < _t(before))
+                          .order_by(runs.c.window_start.desc()).limit(1)).first()
+    return str(row[0]) if row else None
+
+
 def latest_hops(eng: Engine | None = None) -> list[dict[str, Any]]:
     """Every hop of every flow's newest window: (flow, hop, side, missing, duplicate,
     unexpected), summed over its buckets, for the metrics."""

@@ -45,7 +45,7 @@ def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -
 def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
                                                                              ) -> None:
     dag = dagbag["dags"]["recon__orders"]
-    assert dag["tasks"] == ["begin", "history", "notify", "replay_reconcile", "report",
+    assert dag["tasks"] == ["alert", "begin", "history", "notify", "replay_reconcile", "report",
                             "stage__collector", "stage__orders_db", "stage__warehouse",
                             "stage_topic", "validate", "verdict"]
     assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
@@ -55,9 +55,11 @@ def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(da
     assert down["begin"] == ["stage__collector", "stage__orders_db", "stage__warehouse"]
     assert {t for t, d in down.items() if d == ["stage_topic"]} == {
         "stage__collector", "stage__orders_db", "stage__warehouse"}
-    assert down["report"] == ["history", "notify"] and down["notify"] == ["verdict"]
-    # owners hear about failures too: report, notify and verdict run whatever validation said
-    for t in ("report", "history", "notify", "verdict"):
+    assert down["report"] == ["alert", "history", "notify"] and down["notify"] == ["verdict"]
+    assert down["alert"] == ["verdict"]
+    # owners hear about failures too: report, notify, alert and verdict run whatever
+    # validation said
+    for t in ("report", "history", "notify", "alert", "verdict"):
         assert dag["trigger_rules"][t] == "all_done", t
     assert dag["trigger_rules"]["validate"] == "all_success"
 
