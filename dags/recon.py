@@ -1,6 +1,8 @@
-"""One daily reconciliation DAG per flow of the flow config: `recon__<flow>`.
+"""One scheduled reconciliation DAG per flow of the flow config: `recon__<flow>`.
 
-The data interval is the window: the run after midnight reconciles the day before it. This file
+The data interval is the window: the run after midnight reconciles the day before it (or, with
+the flow's `window: 1h`, each hour after it ends). An ok window updates the flow's Asset
+`kafka-recon://<flow>`. This file
 only wires tasks (kafka_recon.faces.airflow_tasks); parsing reads the flow config, a local YAML
 file, and imports neither pyspark, pandas nor great_expectations. A flow whose config is wrong
 gets no DAG here; `recon_config.py` names it as an import error, and every other flow still runs.
@@ -13,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from kafka_recon.config import Flow, load_flows_partial
+from kafka_recon.config import Flow, load_flows_partial, schedule_of
 from kafka_recon.faces.airflow_tasks import RunArgs, daily_run, spark_jars
 from kafka_recon.orchestrate import staged_tiers
 from kafka_recon.settings import config_path, task_retries
@@ -33,8 +35,9 @@ def build_dag(flow: Flow) -> DAG:
     with DAG(
         dag_id=f"recon__{flow.name}",
         description=f"Daily reconciliation of flow {flow.name}",
-        # a data-interval timetable (Airflow 3's plain "@daily" gives zero-width intervals)
-        schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
+        # a data-interval timetable (Airflow 3's plain "@daily" gives zero-width intervals),
+        # one interval per window of the flow (1d unless it says 1h, 10m, ...)
+        schedule=CronDataIntervalTimetable(str(schedule_of(flow.window)), timezone="UTC"),
         start_date=datetime(2026, 1, 1, tzinfo=UTC),
         catchup=False,
         max_active_runs=1,

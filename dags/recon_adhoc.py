@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, task
 
 from kafka_recon.config import load_flows_partial
-from kafka_recon.faces.airflow_tasks import RunArgs, spark_jars, stage_tier, wire_run
+from kafka_recon.faces.airflow_tasks import (
+    RECONCILED_ALIAS,
+    RunArgs,
+    spark_jars,
+    stage_tier,
+    wire_run,
+)
 from kafka_recon.settings import config_path
 
 FLOWS = sorted(load_flows_partial(config_path())[0])  # a bad flow: see recon_config.py
@@ -54,4 +60,4 @@ with DAG(
 
     tiers = check(args.flow, args.start, args.end)
     wire_run(args, stage_tier.partial(flow=args.flow, start=args.start, end=args.end)
-             .expand(tier=tiers))
+             .expand(tier=tiers), AssetAlias(RECONCILED_ALIAS))

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kafka_recon.errors import ConfigError
 
@@ -29,6 +36,27 @@ def parse_duration(text: str) -> timedelta:
     if not m:
         raise ValueError(f"expected a duration like 30s, 10m, 1h or 1d, got {text!r}")
     return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+
+
+def _shown(d: timedelta) -> str:
+    s = int(d.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s and s % size == 0:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def schedule_of(window: timedelta) -> str | None:
+    """The cron of a DAG whose data intervals are `window` long, aligned on midnight UTC
+    (None: no such cron)."""
+    s = int(window.total_seconds())
+    if s == 86400:
+        return "0 0 * * *"
+    if s % 3600 == 0 and 0 < s < 86400 and 86400 % s == 0:
+        return "0 * * * *" if s == 3600 else f"0 */{s // 3600} * * *"
+    if s % 60 == 0 and 0 < s < 3600 and 3600 % s == 0:
+        return f"*/{s // 60} * * * *"
+    return None
 
 
 class _Strict(BaseModel):
@@ -293,11 +321,34 @@ class Flow(_Strict):
     tolerance: Tolerance = Tolerance()
     volume: Volume = Volume()
     alerts: list[Alert] = []
+    # the window of the flow's scheduled DAG: 1d, whole hours dividing a day, or whole minutes
+    # dividing an hour (Chaperone's 10-minute buckets); the ad-hoc DAG takes any window
+    window: timedelta = timedelta(days=1)
 
-    @field_validator("bucket", "grace", "disorder", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _bucket_within_window(cls, data: Any) -> Any:
+        # a window shorter than the default bucket (1h) is its own bucket unless told
+        if isinstance(data, dict) and "window" in data and "bucket" not in data:
+            window = data["window"]
+            window = parse_duration(window) if isinstance(window, str) else window
+            if isinstance(window, timedelta) and window < timedelta(hours=1):
+                return {**data, "bucket": window}
+        return data
+
+    @field_validator("bucket", "grace", "disorder", "window", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return parse_duration(v) if isinstance(v, str) else v
+
+    @field_validator("window")
+    @classmethod
+    def _schedulable(cls, v: timedelta) -> timedelta:
+        if schedule_of(v) is None:
+            raise ValueError("expected 1d, whole hours dividing a day (1h, 2h, 3h, 4h, 6h, "
+                             "8h, 12h) or whole minutes dividing an hour (5m, 10m, 15m, 30m, "
+                             f"...), got {_shown(v)}")
+        return v
 
     @field_validator("tiers")
     @classmethod
@@ -328,6 +379,9 @@ class Flow(_Strict):
         return tiers
 
     def model_post_init(self, __context: Any) -> None:
+        if self.bucket > self.window:
+            raise ValueError(f"bucket {_shown(self.bucket)} is longer than the window "
+                             f"{_shown(self.window)}")
         for t in self.kafka_tiers:
             if self.drops_after(t) is not None and self.record_of(t).envelope == "debezium":
                 raise ValueError(f"tier '{t.name}' holds debezium change events; the drops "

@@ -207,9 +207,25 @@ def alert(flow: str, start: str, end: str) -> list[dict[str, Any]]:
     return sent
 
 
+# the alias the ad-hoc DAG reconciles under: its flow is known only when it runs
+RECONCILED_ALIAS = "kafka-recon-reconciled"
+
+
+def reconciled(flow: str) -> Any:
+    """The Airflow Asset a flow's window updates when it is reconciled `ok`: a downstream DAG
+    scheduled on it runs once the flow's data is known whole (`schedule=[reconciled(...)]`,
+    or `Asset("kafka-recon://<flow>")`)."""
+    from airflow.sdk import Asset
+
+    return Asset(f"kafka-recon://{flow}")
+
+
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def verdict(flow: str, start: str, end: str) -> str:
-    """Ends the run red when the flow is not ok, after owners have been told."""
+    """Ends the run red when the flow is not ok, after owners have been told; an ok window
+    updates the flow's Asset (`reconciled`), with the window as the event's extra."""
+    from airflow.sdk import Asset, AssetAlias, get_current_context
+
     from kafka_recon import orchestrate
 
     run = _held(flow, start, end)
@@ -218,11 +234,20 @@ def verdict(flow: str, start: str, end: str) -> str:
     line = result.verdict()
     if result.status != "ok":
         raise RuntimeError(line)  # the reasons of an inconclusive run are in this line
+    context = get_current_context()
+    extra: dict[str, Any] = {"flow": flow, "window_start": result.window.start,
+                             "window_end": result.window.end}
+    for outlet in context["task"].outlets:
+        if isinstance(outlet, AssetAlias):
+            context["outlet_events"][outlet].add(reconciled(flow), extra=extra)
+        elif isinstance(outlet, Asset):
+            context["outlet_events"][outlet].extra = extra
     return line
 
 
-def wire_run(args: RunArgs, staged: Any) -> None:
-    """Everything after staging; `staged` is the task(s) that staged the upstream tiers."""
+def wire_run(args: RunArgs, staged: Any, reconciles: Any) -> None:
+    """Everything after staging; `staged` is the task(s) that staged the upstream tiers;
+    `reconciles`, the Asset (or alias) an ok window updates."""
     w = {"flow": args.flow, "start": args.start, "end": args.end}
     topic = stage_topic(**w)
     # steps 2 and 3 in one Spark application: the replay's records stay in memory for the
@@ -233,7 +258,7 @@ def wire_run(args: RunArgs, staged: Any) -> None:
     notified = notify(**w, email=args.email)
     alerted = alert(**w)
     staged >> topic >> compared >> validate(**w) >> reported
-    reported >> [recorded, notified, alerted] >> verdict(**w)
+    reported >> [recorded, notified, alerted] >> verdict.override(outlets=[reconciles])(**w)
 
 
 def daily_run(args: RunArgs, tiers: list[str]) -> None:
@@ -243,9 +268,9 @@ def daily_run(args: RunArgs, tiers: list[str]) -> None:
               for t in tiers]
     if staged:
         begun >> staged
-        wire_run(args, staged)
+        wire_run(args, staged, reconciled(args.flow))
     else:
-        wire_run(args, begun)
+        wire_run(args, begun, reconciled(args.flow))
 
 
 def check_adhoc(flow: str, start: str, end: str) -> list[str]:

@@ -4,6 +4,7 @@ mail at the local SMTP server; the history; the plugin page behind login; screen
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import urllib.error
@@ -38,6 +39,28 @@ class Stack:
     end: str
 
 
+# the repo's DAGs, and the test's downstream DAGs (tests/integration/dags) as a bundle of
+# their own: they are not shipped
+BUNDLES = [{"name": "dags-folder", "kwargs": {},
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle"},
+           {"name": "downstream", "kwargs": {"path": str(Path(__file__).parent / "dags")},
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle"}]
+HOURLY = "demo_hourly"
+
+
+def _with_hourly_flow(workdir: Path) -> Path:
+    """The shipped flow config plus the demo flow reconciled hourly (`window: 1h`)."""
+    import yaml
+
+    from kafka_recon.settings import REPO_ROOT
+
+    doc = yaml.safe_load((REPO_ROOT / "config" / "flows.yaml").read_text())
+    doc["flows"][HOURLY] = {**doc["flows"][FLOW], "window": "1h", "grace": "1m"}
+    out = workdir / "flows.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, postgres: Any) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("e2e")
@@ -50,7 +73,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, postgres: Any) -> Iterator[S
         truth = make_data(workdir, kafka.bootstrap, start, end, 300, 1)
         servers = AirflowServers(workdir / "airflow",
                                  {**demo_env(workdir, kafka.bootstrap, mail.port),
-                                  "KAFKA_RECON_METRICS_TOKEN": METRICS_TOKEN},
+                                  "KAFKA_RECON_METRICS_TOKEN": METRICS_TOKEN,
+                                  "KAFKA_RECON_CONFIG": str(_with_hourly_flow(workdir)),
+                                  "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST":
+                                      json.dumps(BUNDLES)},
                                  database_url=postgres.create_database("airflow_e2e")).start()
         # the daily DAG stays paused: its first run would reconcile the same window at once
         servers.unpause("recon_adhoc")
@@ -245,6 +271,61 @@ def test_prometheus_scrapes_the_plugins_metrics_and_fires_the_readmes_alert(
         [(_, total)] = [(m["metric"]["flow"], m["value"]) for m in
                         prom.query("flow:kafka_recon_missing_records:sum")]
         assert total == lost
+
+
+def _runs(s: Stack, dag_id: str, **query: str) -> list[dict[str, Any]]:
+    from urllib.parse import urlencode
+
+    code, body = s.airflow.api("GET", f"/dags/{dag_id}/dagRuns?{urlencode(query)}")
+    assert code == 200, body
+    return list(body["dag_runs"])
+
+
+def test_a_backfill_of_three_hourly_windows_reconciles_each_and_updates_the_flows_asset(
+        stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """A flow with `window: 1h` gets an hourly DAG; three past hours backfilled through the
+    REST API are each reconciled and recorded; each ok window updates the flow's Asset, which
+    runs a downstream DAG, while the findings window of the ad-hoc run updated nothing."""
+    from kafka_recon.outputs import history
+
+    for dag in (f"after_{FLOW}", f"after_{HOURLY}"):
+        stack.airflow.unpause(dag)
+    while datetime.now(UTC).minute < 1:  # the newest hour's grace (1m) must be over
+        time.sleep(5)
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    windows = [hour - timedelta(hours=k) for k in (3, 2, 1)]  # no demo data: ok windows
+    iso = [w.strftime("%Y-%m-%dT%H:%M:%SZ") for w in windows]
+    code, backfill = stack.airflow.api("POST", "/backfills", {
+        "dag_id": f"recon__{HOURLY}", "from_date": iso[0], "to_date": iso[-1],
+        "max_active_runs": 3, "reprocess_behavior": "none"})
+    assert code == 200, backfill
+    stack.airflow.unpause(f"recon__{HOURLY}")
+    deadline = time.monotonic() + 600
+    while True:
+        runs = [r for r in _runs(stack, f"recon__{HOURLY}") if r["run_type"] == "backfill"]
+        if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs):
+            break
+        assert time.monotonic() < deadline, runs
+        time.sleep(5)
+    assert sorted((r["data_interval_start"][:19], r["state"]) for r in runs) == [
+        (i[:19], "success") for i in iso], "each hour is its own window, reconciled ok"
+    eng = history.engine(f"sqlite:///{stack.workdir / 'runs' / 'history.db'}")
+    recorded = {r["window_start"]: r["status"] for r in history.flow_runs(HOURLY, eng=eng)}
+    assert {i: recorded.get(i) for i in iso} == {i: "ok" for i in iso}
+    # the ok windows ran the flow's downstream DAG, with the windows in the Asset's events
+    while not (after := _runs(stack, f"after_{HOURLY}")):
+        assert time.monotonic() < deadline, "the downstream DAG never ran"
+        time.sleep(3)
+    events = []
+    for run in _runs(stack, f"after_{HOURLY}"):
+        code, body = stack.airflow.api(
+            "GET", f"/dags/after_{HOURLY}/dagRuns/{run['dag_run_id']}/upstreamAssetEvents")
+        assert code == 200, body
+        events += [e["extra"]["window_start"] for e in body["asset_events"]]
+    assert set(events) <= set(iso) and events, events
+    assert after[0]["run_type"] == "asset_triggered"
+    # the findings window of the ad-hoc run reconciled nothing whole: no run downstream
+    assert _runs(stack, f"after_{FLOW}") == []
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get(

@@ -73,6 +73,8 @@ for d in bag.dags.values():
         "trigger_rules": {t.task_id: getattr(t.trigger_rule, "value", t.trigger_rule)
                           for t in d.tasks},
         "rendered": rendered,
+        "outlets": {t.task_id: [f"{type(o).__name__} {o.name} {getattr(o, 'uri', '')}".strip()
+                                for o in t.outlets] for t in d.tasks if t.outlets},
     }
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
                   "dags": dags, "heavy": heavy}, default=str))

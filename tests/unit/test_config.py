@@ -91,3 +91,30 @@ def test_malformed_yaml_is_reported_with_the_file(tmp_path: Path) -> None:
 def test_unknown_flow_lists_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"no flow named 'payments' \(flows: orders\)"):
         load_flow(write(tmp_path, GOOD), "payments")
+
+
+@pytest.mark.parametrize(("window", "bucket", "schedule"), [
+    (None, timedelta(minutes=30), "0 0 * * *"), ("1h", timedelta(minutes=30), "0 * * * *"),
+    ("6h", timedelta(minutes=30), "0 */6 * * *"), ("10m", timedelta(minutes=10), "*/10 * * * *")])
+def test_a_flows_window_gives_its_schedule_and_a_short_one_is_its_own_bucket(
+        tmp_path: Path, window: str | None, bucket: timedelta, schedule: str) -> None:
+    from kafka_recon.config import schedule_of
+
+    text = GOOD if window is None else GOOD.replace("    bucket: 30m\n", f"    window: {window}\n"
+                                                    if window == "10m" else
+                                                    f"    bucket: 30m\n    window: {window}\n")
+    flow = load_flow(write(tmp_path, text), "orders")
+    assert flow.bucket == bucket and schedule_of(flow.window) == schedule
+
+
+@pytest.mark.parametrize(("extra", "error"), [
+    ("    window: 7m\n", "field 'window': .*expected 1d, whole hours dividing a day .* got 7m"),
+    ("    window: 2d\n", "got 2d"),
+    ("    window: 5h\n", "got 5h"),
+    ("    window: 10m\n", "bucket 30m is longer than the window 10m"),
+])
+def test_a_window_no_schedule_can_follow_is_a_config_error(tmp_path: Path, extra: str,
+                                                          error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        load_flow(write(tmp_path, GOOD.replace("    grace: 5m\n", "    grace: 5m\n" + extra)),
+                  "orders")

@@ -72,6 +72,20 @@ def test_owners_tags_and_retries_come_from_the_flow(dagbag: dict) -> None:
     assert dagbag["dags"]["recon__clicks"]["owners"] == ["web@example.com"]
 
 
+def test_a_flows_window_sets_its_dags_schedule(dagbag: dict) -> None:
+    assert dagbag["dags"]["recon__clicks"]["schedule"] == \
+        "CronDataIntervalTimetable */10 * * * *"
+    assert dagbag["dags"]["recon__orders"]["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
+
+
+def test_an_ok_window_updates_the_flows_asset_and_the_adhoc_dag_its_alias(dagbag: dict
+                                                                         ) -> None:
+    assert dagbag["dags"]["recon__orders"]["outlets"] == {
+        "verdict": ["Asset kafka-recon://orders kafka-recon://orders/"]}
+    assert dagbag["dags"]["recon_adhoc"]["outlets"] == {
+        "verdict": ["AssetAlias kafka-recon-reconciled"]}
+
+
 def test_adhoc_dag_asks_for_flow_window_replays_and_email(dagbag: dict) -> None:
     dag = dagbag["dags"]["recon_adhoc"]
     assert dag["params"] == ["email", "end", "flow", "replays", "start"]
