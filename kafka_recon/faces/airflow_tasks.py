@@ -268,9 +268,7 @@ def daily_run(args: RunArgs, tiers: list[str]) -> None:
               for t in tiers]
     if staged:
         begun >> staged
-        wire_run(args, staged, reconciled(args.flow))
-    else:
-        wire_run(args, begun, reconciled(args.flow))
+    wire_run(args, staged or begun, reconciled(args.flow))
 
 
 def check_adhoc(flow: str, start: str, end: str) -> list[str]:

@@ -36,11 +36,12 @@ def top_finding(result: Result) -> Finding | None:
     return sorted(failing, key=lambda f: (f.within_tolerance, -f.count))[0]
 
 
-def finding_line(result: Result, f: Finding) -> str:
+def finding_line(f: Finding) -> str:
+    """The finding as the verdict says it, and its cause's sentence when one is known."""
     from kafka_recon.outputs.report import why
 
-    return (f"{f.count} record(s) {f.words.short} on the {f.side} side ({f.hop})"
-            f"{'.' + why(f.cause) if why(f.cause) else ''}")
+    cause = why(f.cause)
+    return f.short() + (f".{cause}" if cause else "")
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class Message:
 def message(result: Result, event: str, links: dict[str, str] | None) -> Message:
     top = top_finding(result)
     return Message(event=event, verdict=result.verdict(),
-                   top=finding_line(result, top) if top else None,
+                   top=finding_line(top) if top else None,
                    report=(links or {}).get("report") or None,
                    data_docs=(links or {}).get("data_docs") or None)
 

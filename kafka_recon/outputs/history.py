@@ -20,6 +20,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Subquery,
     Table,
     Text,
     create_engine,
@@ -195,13 +196,18 @@ def volume_band(flow: Flow, tier: str, start: datetime, end: datetime,
             "note": None}
 
 
-def latest_per_flow(eng: Engine | None = None) -> list[dict[str, Any]]:
-    """The newest window of every flow, for the plugin page."""
+def _newest_windows() -> Subquery:
+    """(flow, ws): the start of each flow's newest recorded window."""
     from sqlalchemy import func
 
-    eng = eng or engine()
-    newest = select(runs.c.flow, func.max(runs.c.window_start).label("ws")) \
+    return select(runs.c.flow, func.max(runs.c.window_start).label("ws")) \
         .group_by(runs.c.flow).subquery()
+
+
+def latest_per_flow(eng: Engine | None = None) -> list[dict[str, Any]]:
+    """The newest window of every flow, for the plugin page."""
+    eng = eng or engine()
+    newest = _newest_windows()
     q = select(runs).join(newest, (runs.c.flow == newest.c.flow)
                           & (runs.c.window_start == newest.c.ws)).order_by(runs.c.flow)
     with eng.connect() as con:
@@ -225,8 +231,7 @@ def latest_hops(eng: Engine | None = None) -> list[dict[str, Any]]:
     from sqlalchemy import func
 
     eng = eng or engine()
-    newest = select(runs.c.flow, func.max(runs.c.window_start).label("ws")) \
-        .group_by(runs.c.flow).subquery()
+    newest = _newest_windows()
     h = hop_buckets
     q = (select(h.c.flow, h.c.hop, h.c.side, func.sum(h.c.missing), func.sum(h.c.duplicate),
                 func.sum(h.c.unexpected))

@@ -167,6 +167,10 @@ class Finding(_Model):
     def words(self) -> KindWords:
         return KINDS[self.kind]
 
+    def short(self) -> str:
+        """The finding in the verdict's words: count, kind, side and hop."""
+        return f"{self.count} record(s) {self.words.short} on the {self.side} side ({self.hop})"
+
     @property
     def is_audit(self) -> bool:
         return self.words.audit
@@ -237,8 +241,7 @@ class Result(_Model):
     def verdict(self) -> str:
         """One line a person reads first: the status and, for each finding, side and count."""
         head = f"{self.flow} {self.window.start}..{self.window.end}: {self.status.upper()}"
-        parts = [f"{f.count} record(s) {f.words.short} on the {f.side} side ({f.hop})"
-                 for f in self.record_findings]
+        parts = [f.short() for f in self.record_findings]
         parts += self.reasons
         if not parts:
             parts.append("every record accounted for")

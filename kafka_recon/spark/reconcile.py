@@ -141,8 +141,7 @@ def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]
                      mark((n(up) > 0) & (kept == 0) & (n(down) == 0), "filtered", k, b(up))]
         else:
             cols.append(mark((n(up) > 0) & (n(down) == 0), "missing", k, b(up)))
-        cols += [
-                 mark((n(down) > 0) & nowhere, "unexpected", k, b(down)),
+        cols += [mark((n(down) > 0) & nowhere, "unexpected", k, b(down)),
                  mark(n(down) > base, "duplicate", k, b(down), n(down) - base)]
     # explode, then drop the empty slots: a lambda (`F.filter`) would run interpreted, row by row
     return (compared.select("id", F.explode(F.array(*cols)).alias("m"))
