@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -85,7 +86,64 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
                 for secret in secrets_of(value):
                     mask_secret(secret)
         self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: _owner(context)}
+        from airflow.providers.openlineage.conf import is_disabled
+
+        if not is_disabled():  # OpenLineage is off unless a transport is configured
+            self._lineage_of_run = self._lineage()
         super().execute(context)
+
+    _lineage_of_run: Any = None
+
+    def _lineage(self) -> Any:
+        """The flow's tiers as this job's inputs, its result as the output (see
+        kafka_recon.outputs.lineage for the names).
+
+        Made here, in the task's own process: OpenLineage's provider calls the methods below in
+        a forked child, where reaching Airflow's connections would hang until its timeout. So
+        the start event names no dataset (connections are not resolved yet); the complete and
+        failure events name them all. Lineage never fails the task."""
+        try:
+            return self._made_lineage()
+        except Exception as e:  # noqa: BLE001 (a lineage error is logged, never raised)
+            self.log.warning("lineage: not made: %s", str(e).splitlines()[0] if str(e) else e)
+            return None
+
+    def _made_lineage(self) -> Any:
+        from airflow.providers.common.compat.openlineage.facet import (
+            Dataset,
+            DocumentationDatasetFacet,
+        )
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from kafka_recon.config import load_flow
+        from kafka_recon.outputs.lineage import LineageDataset, of_run
+
+        args = [str(a) for a in self.application_args or []]
+        out = args[args.index("--out") + 1] if "--out" in args[:-1] else ""
+        lineage = of_run(load_flow(self.config, self.flow),
+                         Path(out) / "result.json" if out.startswith("/") else None)
+        for line in lineage.skipped:
+            self.log.warning("lineage: %s", line)
+
+        def dataset(d: LineageDataset) -> Any:
+            what = (f"the result of kafka-recon flow '{self.flow}'" if d.tier == "result"
+                    else f"tier '{d.tier}' of kafka-recon flow '{self.flow}'")
+            return Dataset(namespace=d.namespace, name=d.name,
+                           facets={"documentation": DocumentationDatasetFacet(description=what)})
+
+        return OperatorLineage(inputs=[dataset(d) for d in lineage.inputs],
+                               outputs=[dataset(d) for d in lineage.outputs])
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        return OperatorLineage()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self._lineage_of_run
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self._lineage_of_run
 
 
 def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:

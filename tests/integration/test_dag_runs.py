@@ -1,8 +1,9 @@
 """The daily DAG run by Airflow itself (`airflow dags test`): a SQL connection and a Kafka
 connection (SASL_SSL, SCRAM) Airflow holds in its metadata database reach every client, Spark
 included, with their passwords in no log, no command line, no rendered field, no file of the
-run and no mail; and a re-run that fails half-way is reported as the inconclusive run it is,
-never as the previous run's answer."""
+run, no mail and no lineage event; the Spark task's OpenLineage events (the provider's file
+transport) name the topic, the tables and the result; and a re-run that fails half-way is
+reported as the inconclusive run it is, never as the previous run's answer."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ class DagRun:
     password: str
     mail: Path
     out: Path
+    scn: Scenario
+    sink: Any  # the sink's URL (sqlalchemy)
+    bootstrap: str  # the SASL_SSL listener the Kafka connection names
 
     def test(self, log: str, **env: str) -> int:
         """`airflow dags test` of the flow's daily DAG for the window START..END."""
@@ -74,7 +78,8 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
             assert airflow(args, env, work / "setup.log").returncode == 0, work / "setup.log"
         conns.unlink()
         window = f"{START:%Y-%m-%dT%H%M%SZ}_{END:%Y-%m-%dT%H%M%SZ}"
-        yield DagRun(work, env, password, work / "mail", work / "runs" / "f" / window)
+        yield DagRun(work, env, password, work / "mail", work / "runs" / "f" / window, scn, sink,
+                     kafka.sasl_bootstrap)
     finally:
         mail.stop()
 
@@ -84,9 +89,16 @@ def _files_holding(root: Path, secret: str) -> list[str]:
                   and secret.encode() in p.read_bytes())
 
 
+def lineage_events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 @pytest.fixture(scope="module")
 def first_run(dag: DagRun) -> int:
-    return dag.test("first.log")
+    # OpenLineage's provider, its file transport: one JSON event per line
+    transport = {"type": "file", "log_file_path": str(dag.work / "lineage.jsonl"), "append": True}
+    return dag.test("first.log", AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps(transport),
+                    AIRFLOW__OPENLINEAGE__NAMESPACE="kafka-recon-test")
 
 
 def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
@@ -105,6 +117,7 @@ def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
     for secret in (dag.password, USERS["recon"]):
         leaks = _files_holding(dag.work / "airflow" / "logs", secret) + \
             _files_holding(dag.out, secret) + _files_holding(dag.mail, secret) + \
+            _files_holding(dag.work, secret) + \
             ([str(dag.work / "first.log")] if secret in log else [])
         assert leaks == [], "a password is in a log, a run file or a mail"
         with sqlite3.connect(dag.work / "airflow" / "airflow.db") as db:
@@ -112,6 +125,24 @@ def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
                 "SELECT rendered_fields FROM rendered_task_instance_fields")]
         assert rendered and not [r for r in rendered if secret in str(r)], \
             "a password is in a rendered template field"
+
+
+def test_the_spark_task_s_lineage_names_the_topic_the_tables_and_the_result(
+        dag: DagRun, first_run: int) -> None:
+    events = lineage_events(dag.work / "lineage.jsonl")
+    spark = [e for e in events if e["job"]["name"] == "recon__f.replay_reconcile"]
+    assert [e["eventType"] for e in spark] == ["START", "COMPLETE"]
+    done = spark[-1]
+    assert done["job"]["namespace"] == "kafka-recon-test"
+    ins = {(d["namespace"], d["name"]) for d in done["inputs"]}
+    first = dag.bootstrap.split(",")[0]
+    assert ins == {
+        (f"sqlite://{dag.scn.up.resolve()}", "src"),
+        (f"kafka://{first}", dag.scn.topic),
+        (f"postgres://{dag.sink.host}:{dag.sink.port}", f"{dag.sink.database}.public.dst")}, ins
+    assert [(d["namespace"], d["name"]) for d in done["outputs"]] == [
+        ("file", str(dag.out / "result.json"))]
+    assert done["inputs"][0]["facets"]["documentation"]["description"].endswith("flow 'f'")
 
 
 def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_answer(

@@ -1,0 +1,101 @@
+"""A run's lineage: the flow's tiers as the datasets the reconciliation read, its result as the
+dataset it wrote, named the way OpenLineage names them.
+
+Names follow OpenLineage's dataset naming (https://openlineage.io/docs/spec/naming):
+
+- a Kafka tier: namespace `kafka://<first bootstrap server>`, name the topic;
+- a PostgreSQL tier: namespace `postgres://<host>:<port>`, name `<database>.<schema>.<table>`
+  for every table the tier's query reads (found by OpenLineage's own SQL parser; an unqualified
+  table is in `public`);
+- a SQLite tier (no convention in the spec): namespace `sqlite://<absolute file path>`, name the
+  table;
+- a Flume tier (none either): namespace `flume://<host>:<port>` of its metrics address, name
+  `<source>/<sink>` (the two counters it compares);
+- the run's result: namespace `file`, name the absolute path of `result.json`.
+
+Plain values only: the Airflow face turns them into OpenLineage objects, so nothing here needs
+the OpenLineage client. A tier whose connection cannot be resolved, or whose query the parser
+cannot read, is left out and named in `skipped`: lineage never fails a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier
+from kafka_recon.errors import ReconError
+
+
+@dataclass(frozen=True)
+class LineageDataset:
+    """One dataset as OpenLineage names it, and the tier it stands for."""
+    namespace: str
+    name: str
+    tier: str
+
+
+@dataclass(frozen=True)
+class Lineage:
+    inputs: tuple[LineageDataset, ...]
+    outputs: tuple[LineageDataset, ...]
+    skipped: tuple[str, ...] = field(default=())  # one line per tier left out, and why
+
+
+def _kafka(tier: KafkaTier) -> list[LineageDataset]:
+    from kafka_recon.sources.kafka_client import endpoint
+
+    first = endpoint(tier).bootstrap.split(",")[0]
+    return [LineageDataset(f"kafka://{first}", tier.topic, tier.name)]
+
+
+def _tables(sql: str, dialect: str) -> list[tuple[str | None, str | None, str]]:
+    """Every table the query reads, in the parser's (sorted) order."""
+    import openlineage_sql
+
+    parsed = openlineage_sql.parse([sql], dialect=dialect)
+    if parsed.errors and not parsed.in_tables:
+        raise ValueError(parsed.errors[0].message)
+    tables = [(t.database, t.schema, t.name) for t in parsed.in_tables]
+    return sorted(tables, key=lambda t: tuple(p or "" for p in t))
+
+
+def _sql(tier: SqlTier) -> list[LineageDataset]:
+    from sqlalchemy.engine import make_url
+
+    from kafka_recon.sources.connections import resolve
+
+    url = make_url(resolve(tier.conn))
+    sql = tier.ids or tier.counts or ""
+    if url.get_backend_name() == "sqlite":
+        where = f"sqlite://{Path(url.database or '').resolve()}"
+        return [LineageDataset(where, name, tier.name)
+                for _db, _schema, name in _tables(sql, "sqlite")]
+    where = f"postgres://{url.host}:{url.port or 5432}"
+    return [LineageDataset(where, f"{db or url.database}.{schema or 'public'}.{name}", tier.name)
+            for db, schema, name in _tables(sql, "postgres")]
+
+
+def _flume(tier: FlumeTier) -> list[LineageDataset]:
+    u = urlsplit(tier.metrics_url)
+    return [LineageDataset(f"flume://{u.hostname}:{u.port or 80}", f"{tier.source}/{tier.sink}",
+                           tier.name)]
+
+
+def of_run(flow: Flow, result: Path | None) -> Lineage:
+    """What one run of the flow read (every tier) and wrote (its result)."""
+    inputs: list[LineageDataset] = []
+    skipped: list[str] = []
+    for tier in flow.tiers:
+        try:
+            if isinstance(tier, KafkaTier):
+                inputs += _kafka(tier)
+            elif isinstance(tier, SqlTier):
+                inputs += _sql(tier)
+            else:
+                inputs += _flume(tier)
+        except (ReconError, ValueError) as e:
+            skipped.append(f"tier '{tier.name}': {str(e).splitlines()[0]}")
+    outputs = [LineageDataset("file", str(result.resolve()), "result")] if result else []
+    return Lineage(tuple(inputs), tuple(outputs), tuple(skipped))

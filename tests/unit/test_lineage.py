@@ -1,0 +1,63 @@
+"""How a run's lineage names the flow's tiers and its result (OpenLineage's dataset names)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafka_recon.config import load_flow
+from kafka_recon.outputs.lineage import LineageDataset, of_run
+
+pytestmark = pytest.mark.unit
+
+FLOW = """
+flows:
+  orders:
+    owners: [a@example.com]
+    record: {id: "$.id", event_time: "$.ts"}
+    tiers:
+      - {name: agent, type: flume, metrics_url: "http://10.0.0.5:41414/metrics",
+         source: r1, sink: k1}
+      - {name: db, type: sql, conn: "sqlite:///DB",
+         counts: "SELECT COUNT(*) AS n FROM orders WHERE t >= :start AND t < :end"}
+      - {name: topic, type: kafka, bootstrap: "b1:9093, b2:9093", topic: orders.v1}
+      - {name: mirrored, type: kafka, bootstrap: "c1:9092", topic: dc1.orders.v1,
+         via: replication}
+      - {name: sink, type: sql, conn: "SINK",
+         ids: "SELECT o.id, o.t AS event_time FROM shop.orders_out o JOIN items i ON i.o = o.id
+               WHERE o.t >= :start AND o.t < :end"}
+"""
+
+
+def flow(tmp_path: Path, sink: str = "postgresql://u:secret@pg.local:6543/warehouse") -> object:
+    p = tmp_path / "flows.yaml"
+    p.write_text(FLOW.replace("DB", str(tmp_path / "up.db")).replace("SINK", sink))
+    return load_flow(p, "orders")
+
+
+def test_every_tier_is_an_input_named_as_openlineage_names_it_and_the_result_the_output(
+        tmp_path: Path) -> None:
+    lineage = of_run(flow(tmp_path), tmp_path / "run" / "result.json")  # type: ignore[arg-type]
+    assert lineage.inputs == (
+        LineageDataset("flume://10.0.0.5:41414", "r1/k1", "agent"),
+        LineageDataset(f"sqlite://{tmp_path / 'up.db'}", "orders", "db"),
+        LineageDataset("kafka://b1:9093", "orders.v1", "topic"),
+        LineageDataset("kafka://c1:9092", "dc1.orders.v1", "mirrored"),
+        # every table the query reads; unqualified is PostgreSQL's default schema
+        LineageDataset("postgres://pg.local:6543", "warehouse.public.items", "sink"),
+        LineageDataset("postgres://pg.local:6543", "warehouse.shop.orders_out", "sink"))
+    assert lineage.outputs == (
+        LineageDataset("file", str(tmp_path / "run" / "result.json"), "result"),)
+    assert lineage.skipped == ()
+    assert "secret" not in repr(lineage), "a password never reaches a dataset's name"
+
+
+def test_a_tier_whose_connection_cannot_be_resolved_is_left_out_and_named_not_fatal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW_CONN_NOWHERE", raising=False)
+    lineage = of_run(flow(tmp_path, sink="nowhere"), None)  # type: ignore[arg-type]
+    assert [d.tier for d in lineage.inputs] == ["agent", "db", "topic", "mirrored"]
+    assert lineage.outputs == ()
+    [line] = lineage.skipped
+    assert line.startswith("tier 'sink': connection 'nowhere'"), line
