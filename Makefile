@@ -29,9 +29,10 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 jars: .jars/.installed
 .jars/.installed: jvm/pom.xml jvm/settings.xml
 	@command -v mvn >/dev/null || { echo "mvn not found: install Maven (Debian: maven)"; exit 2; }
-	rm -rf .jars/kafka .jars/spark .jars/flume .jars/mirror
+	rm -rf .jars/kafka .jars/spark .jars/lineage .jars/flume .jars/mirror
 	$(MVN) -P kafka dependency:copy-dependencies
 	$(MVN) -P spark dependency:copy-dependencies
+	$(MVN) -P lineage dependency:copy-dependencies
 	$(MVN) -P flume dependency:copy-dependencies
 	$(MVN) -P mirror dependency:copy-dependencies
 	touch $@

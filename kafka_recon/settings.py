@@ -149,6 +149,11 @@ def spark_jars() -> list[str]:
     return [str(j) for j in _jar_list("spark")]
 
 
+def lineage_jars() -> list[str]:
+    """The OpenLineage Spark listener, added to Spark's jars only when lineage is configured."""
+    return [str(j) for j in _jar_list("lineage")]
+
+
 def mirror_classpath() -> str:
     """Classpath of MirrorMaker 2 in dedicated mode (the drill's replication scenarios)."""
     return os.pathsep.join(str(j) for j in _jar_list("mirror"))

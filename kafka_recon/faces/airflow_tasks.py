@@ -90,9 +90,35 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
 
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
+            self._spark_lineage()
         super().execute(context)
 
     _lineage_of_run: Any = None
+
+    def _spark_lineage(self) -> None:
+        """The Spark jobs' own lineage: the OpenLineage listener on, its events sent where
+        Airflow's go, as children of this task's run (the Spark provider injects the parent
+        job, and an http transport with its credentials)."""
+        from airflow.providers.openlineage.conf import namespace, transport
+
+        from kafka_recon.errors import MissingJarsError
+        from kafka_recon.outputs.lineage import spark_conf
+        from kafka_recon.settings import lineage_jars
+
+        try:
+            jars = lineage_jars()
+        except MissingJarsError as e:
+            self.log.warning("lineage: the Spark jobs' lineage is not sent: %s", e)
+            return
+        conf = dict(self.conf or {})
+        added, note = spark_conf(transport(), namespace(),
+                                 conf.get("spark.driver.extraJavaOptions", ""))
+        if note:
+            self.log.warning("lineage: %s", note)
+        self.conf = {**conf, **added}
+        self.jars = ",".join([j for j in (self.jars or "").split(",") if j] + jars)
+        self._openlineage_inject_parent_job_info = True
+        self._openlineage_inject_transport_info = transport().get("type") == "http"
 
     def _lineage(self) -> Any:
         """The flow's tiers as this job's inputs, its result as the output (see

@@ -7,8 +7,8 @@ Names follow OpenLineage's dataset naming (https://openlineage.io/docs/spec/nami
 - a PostgreSQL tier: namespace `postgres://<host>:<port>`, name `<database>.<schema>.<table>`
   for every table the tier's query reads (found by OpenLineage's own SQL parser; an unqualified
   table is in `public`);
-- a SQLite tier (no convention in the spec): namespace `sqlite://<absolute file path>`, name the
-  table;
+- a SQLite tier (no convention in the spec): namespace `sqlite:<absolute file path>` (as the
+  OpenLineage Spark listener names a JDBC read of it), name the table;
 - a Flume tier (none either): namespace `flume://<host>:<port>` of its metrics address, name
   `<source>/<sink>` (the two counters it compares);
 - the run's result: namespace `file`, name the absolute path of `result.json`.
@@ -69,7 +69,7 @@ def _sql(tier: SqlTier) -> list[LineageDataset]:
     url = make_url(resolve(tier.conn))
     sql = tier.ids or tier.counts or ""
     if url.get_backend_name() == "sqlite":
-        where = f"sqlite://{Path(url.database or '').resolve()}"
+        where = f"sqlite:{Path(url.database or '').resolve()}"
         return [LineageDataset(where, name, tier.name)
                 for _db, _schema, name in _tables(sql, "sqlite")]
     where = f"postgres://{url.host}:{url.port or 5432}"
@@ -99,3 +99,39 @@ def of_run(flow: Flow, result: Path | None) -> Lineage:
             skipped.append(f"tier '{tier.name}': {str(e).splitlines()[0]}")
     outputs = [LineageDataset("file", str(result.resolve()), "result")] if result else []
     return Lineage(tuple(inputs), tuple(outputs), tuple(skipped))
+
+
+# The Spark jobs' own lineage: the OpenLineage Spark listener (jar in .jars/lineage), reporting
+# the plan's view (the Kafka source, the JDBC reads) as children of the Airflow task's run.
+LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+# the listener looks for extension providers in every class loader, which Java 17 only allows
+# with java.security opened (else a warning and a stack trace in every driver log)
+LISTENER_JAVA_OPTIONS = "--add-opens=java.base/java.security=ALL-UNNAMED"
+
+
+def spark_conf(transport: dict[str, object], namespace: str, driver_java_options: str
+               ) -> tuple[dict[str, str], str | None]:
+    """The Spark settings that turn the listener on and send its events where Airflow's go.
+
+    `transport` is Airflow's `[openlineage] transport`. An `http` one is handed by the Spark
+    provider's own injection (URL, endpoint, API key); `file` and `console` are handed here (a
+    file is appended to, as Airflow's is with `append: true`; without it the Spark job writes
+    beside it, `<path>.spark.jsonl`). Anything else is not handed: the second value says so,
+    and the jobs emit nothing unless spark-defaults sets `spark.openlineage.transport.*`.
+    """
+    conf = {"spark.extraListeners": LISTENER, "spark.openlineage.namespace": namespace,
+            "spark.driver.extraJavaOptions": f"{driver_java_options} {LISTENER_JAVA_OPTIONS}"
+            .strip()}
+    kind = str(transport.get("type", ""))
+    if kind == "file":
+        path = str(transport.get("log_file_path", ""))
+        conf["spark.openlineage.transport.type"] = "file"
+        conf["spark.openlineage.transport.location"] = (
+            path if transport.get("append") else f"{path}.spark.jsonl")
+    elif kind == "console":
+        conf["spark.openlineage.transport.type"] = "console"
+    elif kind != "http":
+        return conf, (f"the Spark jobs' lineage is not sent: Airflow's OpenLineage transport "
+                      f"'{kind}' cannot be handed to Spark (http, file and console can); set "
+                      f"spark.openlineage.transport.* in Spark's defaults")
+    return conf, None

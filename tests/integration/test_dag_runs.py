@@ -127,7 +127,7 @@ def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
             "a password is in a rendered template field"
 
 
-def test_the_spark_task_s_lineage_names_the_topic_the_tables_and_the_result(
+def test_the_lineage_of_the_task_and_of_its_spark_job_names_the_topic_and_tables(
         dag: DagRun, first_run: int) -> None:
     events = lineage_events(dag.work / "lineage.jsonl")
     spark = [e for e in events if e["job"]["name"] == "recon__f.replay_reconcile"]
@@ -137,12 +137,23 @@ def test_the_spark_task_s_lineage_names_the_topic_the_tables_and_the_result(
     ins = {(d["namespace"], d["name"]) for d in done["inputs"]}
     first = dag.bootstrap.split(",")[0]
     assert ins == {
-        (f"sqlite://{dag.scn.up.resolve()}", "src"),
+        (f"sqlite:{dag.scn.up.resolve()}", "src"),
         (f"kafka://{first}", dag.scn.topic),
         (f"postgres://{dag.sink.host}:{dag.sink.port}", f"{dag.sink.database}.public.dst")}, ins
     assert [(d["namespace"], d["name"]) for d in done["outputs"]] == [
         ("file", str(dag.out / "result.json"))]
     assert done["inputs"][0]["facets"]["documentation"]["description"].endswith("flow 'f'")
+
+    # the Spark job's own lineage (the OpenLineage Spark listener), a child of the Airflow task
+    [app] = [e for e in events if e["eventType"] == "START" and e["run"]["facets"].get(
+        "parent", {}).get("job", {}).get("name") == "recon__f.replay_reconcile"]
+    assert app["run"]["facets"]["parent"]["run"]["runId"] == done["run"]["runId"]
+    assert app["job"]["namespace"] == "kafka-recon-test"
+    plans = [e for e in events if e["job"]["name"].startswith(app["job"]["name"] + ".")]
+    read = {(d["namespace"], d["name"]) for e in plans for d in e.get("inputs", [])}
+    assert {(f"kafka://{first}", dag.scn.topic), (f"sqlite:{dag.scn.up.resolve()}", "src"),
+            (f"postgres://{dag.sink.host}:{dag.sink.port}", f"{dag.sink.database}.dst")} <= read
+    assert {e["eventType"] for e in plans} >= {"START", "COMPLETE"}
 
 
 def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_answer(

@@ -41,7 +41,7 @@ def test_every_tier_is_an_input_named_as_openlineage_names_it_and_the_result_the
     lineage = of_run(flow(tmp_path), tmp_path / "run" / "result.json")  # type: ignore[arg-type]
     assert lineage.inputs == (
         LineageDataset("flume://10.0.0.5:41414", "r1/k1", "agent"),
-        LineageDataset(f"sqlite://{tmp_path / 'up.db'}", "orders", "db"),
+        LineageDataset(f"sqlite:{tmp_path / 'up.db'}", "orders", "db"),
         LineageDataset("kafka://b1:9093", "orders.v1", "topic"),
         LineageDataset("kafka://c1:9092", "dc1.orders.v1", "mirrored"),
         # every table the query reads; unqualified is PostgreSQL's default schema
@@ -61,3 +61,27 @@ def test_a_tier_whose_connection_cannot_be_resolved_is_left_out_and_named_not_fa
     assert lineage.outputs == ()
     [line] = lineage.skipped
     assert line.startswith("tier 'sink': connection 'nowhere'"), line
+
+
+@pytest.mark.parametrize(("transport", "handed", "noted"), [
+    ({"type": "file", "log_file_path": "/l/ol.jsonl", "append": True},
+     {"spark.openlineage.transport.type": "file",
+      "spark.openlineage.transport.location": "/l/ol.jsonl"}, False),
+    ({"type": "file", "log_file_path": "/l/ol"},  # Airflow writes one file per event there
+     {"spark.openlineage.transport.type": "file",
+      "spark.openlineage.transport.location": "/l/ol.spark.jsonl"}, False),
+    ({"type": "console"}, {"spark.openlineage.transport.type": "console"}, False),
+    ({"type": "http", "url": "http://marquez:5000"}, {}, False),  # the Spark provider hands it
+    ({"type": "kafka", "topic": "ol"}, {}, True)])
+def test_the_spark_listener_is_on_and_sent_where_airflow_sends_or_says_it_cannot(
+        transport: dict[str, object], handed: dict[str, str], noted: bool) -> None:
+    from kafka_recon.outputs.lineage import LISTENER, spark_conf
+
+    conf, note = spark_conf(transport, "ns", "-Duser.timezone=UTC")
+    assert conf["spark.extraListeners"] == LISTENER
+    assert conf["spark.openlineage.namespace"] == "ns"
+    assert conf["spark.driver.extraJavaOptions"].startswith("-Duser.timezone=UTC --add-opens")
+    assert {k: v for k, v in conf.items() if ".transport." in k} == handed
+    assert (note is not None) == noted
+    if note:
+        assert "'kafka' cannot be handed to Spark" in note
