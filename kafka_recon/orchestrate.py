@@ -166,28 +166,35 @@ def stage_topic(run: Run) -> list[dict[str, Any]]:
 
 
 def flight_over(run: Run) -> dict[str, Any]:
-    """What the flight recorder kept of the flow's topic around the window (read-only: a flow
-    nobody snapshotted gets an empty timeline, and its causes say the evidence was missing)."""
+    """What the flight recorder kept of each of the flow's topics around the window, by tier
+    name (`{"topics": {tier: timeline}}`; read-only: a topic nobody snapshotted gets an empty
+    timeline, and its causes say the evidence was missing)."""
+    from dataclasses import replace
+
     from kafka_recon.settings import snapshots_path
     from kafka_recon.sources import recorder
 
     path = snapshots_path()
+    tiers = run.flow.kafka_tiers
     if not path.exists():
-        return recorder.Timeline().as_json()
+        return {"topics": {t.name: recorder.Timeline().as_json() for t in tiers}}
     con = recorder.connect(path)
     try:
-        return recorder.timeline(con, run.flow.name, run.flow.topic_tier.topic,
-                                 run.window.start, run.window.closes_at).as_json()
+        # each topic over its own window: its grace may be longer than the flow's
+        return {"topics": {t.name: recorder.timeline(
+            con, run.flow.name, recorder.key_of(run.flow, t), run.window.start,
+            replace(run.window, grace=run.flow.grace_of(t)).closes_at).as_json()
+            for t in tiers}}
     finally:
         con.close()
 
 
 def take_snapshots(flows: dict[str, Flow], path: Path | None = None
                    ) -> tuple[list[dict[str, Any]], list[str]]:
-    """One snapshot of each flow's Flume counters and of its topic's partitions and groups (the
-    flight recorder), kept in the snapshot store; snapshots past the retention are dropped.
-    Returns what was taken and, per flow that could not be read, one line why: one flow's
-    unreachable cluster does not stop the others' snapshots."""
+    """One snapshot of each flow's Flume counters and of each of its topics' partitions and
+    groups (the flight recorder), kept in the snapshot store; snapshots past the retention are
+    dropped. Returns what was taken and, per topic that could not be read, one line why: one
+    unreachable cluster does not stop the other topics' snapshots."""
     from datetime import UTC, datetime
 
     from kafka_recon.errors import ReconError
@@ -206,15 +213,16 @@ def take_snapshots(flows: dict[str, Flow], path: Path | None = None
                 taken += flume.take_snapshots({name: flow}, path, now)
             except ReconError as exc:
                 errors.append(f"flow '{name}': {one_line(exc)}")
-            tier = flow.topic_tier
-            try:
-                from kafka_recon.sources.mirror import mirror_commits
+            for tier in flow.kafka_tiers:  # each topic on its own cluster; one failing
+                try:                           # leaves the others snapshotted
+                    from kafka_recon.sources.mirror import mirror_commits
 
-                taken.append(recorder.record(con, name, tier.topic, endpoint(tier),
-                                             tier.consumer_groups, now,
-                                             progress=mirror_commits(flow, tier)))
-            except ReconError as exc:
-                errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
+                    taken.append(recorder.record(con, name, tier.topic, endpoint(tier),
+                                                 tier.consumer_groups, now,
+                                                 progress=mirror_commits(flow, tier),
+                                                 key=recorder.key_of(flow, tier)))
+                except ReconError as exc:
+                    errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
         recorder.forget(con, now - timedelta(days=snapshot_retention_days()))
     finally:
         con.close()

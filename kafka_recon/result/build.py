@@ -117,12 +117,17 @@ def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[st
     return [f for f in findings if f not in write] + retention
 
 
+def flight_of(flight: dict[str, Any] | None, tier: str) -> dict[str, Any]:
+    """One topic's flight recorder timeline out of flight.json (`{"topics": {tier: ...}}`)."""
+    return dict(((flight or {}).get("topics") or {}).get(tier) or {})
+
+
 def attach_causes(findings: list[dict[str, Any]], flow: Flow, aggregates: dict[str, Any],
                   topics: list[dict[str, Any]], audit: list[dict[str, Any]],
                   flight: dict[str, Any] | None = None) -> None:
     """Each loss, duplicate and unexpected finding gets its probable cause (result.causes),
-    read from the evidence of the topic the finding's hop leaves, else enters (the flight
-    recorder watches the first topic)."""
+    read from the evidence of the topic the finding's hop leaves, else enters (each topic with
+    its own flight recorder timeline)."""
     hops = {f"{h['from']}->{h['to']}": h for h in aggregates["hops"]}
     evs = {t["tier"]: Evidence(
         topic=t["tier"],
@@ -131,7 +136,7 @@ def attach_causes(findings: list[dict[str, Any]], flow: Flow, aggregates: dict[s
         spans=next((a.get("partitions") or {} for a in aggregates["tiers"]
                     if a["name"] == t["tier"]), {}),
         audit=[a for a in audit if a.get("tier", flow.topic_tier.name) == t["tier"]],
-        flight=(flight or {}) if t["tier"] == flow.topic_tier.name else {},
+        flight=flight_of(flight, t["tier"]),
         restarts={a["name"]: int(a["restarts"]) for a in aggregates["tiers"]
                   if "restarts" in a}) for t in topics}
     first = evs[flow.topic_tier.name]
@@ -212,9 +217,7 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any],
 
     splits = {s["topic"]: s for s in aggregates.get("retention", [])}
     for topic in topics:
-        # the flight recorder watches the first topic
-        seen = (flight or {}).get("deleted_unread") if topic["tier"] == flow.topic_tier.name \
-            else None
+        seen = flight_of(flight, topic["tier"]).get("deleted_unread")
         more_reasons, retention_findings = retention_reasons(flow, window, topic, seen)
         reasons += more_reasons
         findings = explain_by_retention(findings, retention_findings,

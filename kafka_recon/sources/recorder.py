@@ -1,12 +1,14 @@
-"""The flight recorder: the cluster's state around each flow's topic, snapshotted on a schedule.
+"""The flight recorder: the cluster's state around each of a flow's topics, snapshotted on a
+schedule.
 
 Kafka keeps no history of who led a partition, when its ISR shrank or which consumers held it,
 yet those are what tell one write-side or consume-side loss mechanism from another. So every
 few minutes (`recon_snapshots` in Airflow, or `kafka-recon snapshot`) the recorder keeps, for
-each flow's topic: each partition's leader, leader epoch, replicas, ISR, log start and log end
-(the high watermark), and each production group's committed offsets and members (client id,
-host, assigned partitions). Only metadata is read, by the Admin API and an OffsetFetch that
-never joins the group: no client of the pipeline is touched.
+every topic of each flow (each on its own cluster): each partition's leader, leader epoch,
+replicas, ISR, log start and log end (the high watermark), and each production group's
+committed offsets and members (client id, host, assigned partitions). Only metadata is read,
+by the Admin API and an OffsetFetch that never joins the group: no client of the pipeline is
+touched.
 
 Snapshots are kept in the snapshot store (SQLite, beside the Flume counters) for
 `KAFKA_RECON_SNAPSHOT_RETENTION_DAYS`. `timeline()` turns a window's snapshots into events:
@@ -23,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from kafka_recon.config import Flow, KafkaTier
 from kafka_recon.sources.kafka_client import KafkaEndpoint
 from kafka_recon.window import iso_us, iso_z, parse_instant
 
@@ -118,12 +121,23 @@ def read_group(ep: KafkaEndpoint, topic: str, group: str, parts: list[int]) -> d
     return out
 
 
+def key_of(flow: Flow, tier: KafkaTier) -> str:
+    """The name a topic's snapshots are kept under in the store: the topic's own, or, for a
+    later tier whose topic an earlier tier of the flow already names (a mirror keeping topic
+    names, on another cluster), `<topic>@<tier>`. The first topic keeps its plain name, so a
+    store made when only the first topic was watched reads on."""
+    earlier = [t.topic for t in flow.kafka_tiers[:flow.kafka_tiers.index(tier)]]
+    return f"{tier.topic}@{tier.name}" if tier.topic in earlier else tier.topic
+
+
 def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
            groups: list[str], now: datetime | None = None,
-           progress: dict[str, dict[int, int]] | None = None) -> dict[str, Any]:
-    """One snapshot of the topic's partitions and groups, kept in the store. `progress`: the
-    commits of readers that are no consumer group (a mirror's, `kafka_recon.sources.mirror`),
-    kept as groups without members."""
+           progress: dict[str, dict[int, int]] | None = None,
+           key: str | None = None) -> dict[str, Any]:
+    """One snapshot of the topic's partitions and groups, kept in the store under `key` (the
+    topic's name unless `key_of` says otherwise). `progress`: the commits of readers that are
+    no consumer group (a mirror's, `kafka_recon.sources.mirror`), kept as groups without
+    members."""
     now = now or datetime.now(UTC)
     taken = iso_us(now)
     parts = read_partitions(ep, topic)
@@ -134,6 +148,7 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
                  for name, offs in (progress or {}).items()})
     # everything read first: the write lock is held for the inserts only, as other flows'
     # snapshot tasks and the Flume counters write to the same store
+    topic = key or topic
     with con:
         con.executemany(
             "INSERT OR REPLACE INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",

@@ -119,3 +119,42 @@ flows:
     assert f"here/{topic}: 1 partition(s)" in captured.out
     [line] = [x for x in captured.err.splitlines() if x.startswith("error:")]
     assert "flow 'gone'" in line and "127.0.0.1:1" in line
+
+
+def test_every_topic_of_a_flow_is_snapshotted_and_an_unreachable_one_is_named(
+        tmp_path: Path, kafka: KafkaCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    first, second = f"rec-{uuid.uuid4().hex[:8]}", f"rec-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for fut in admin.create_topics([NewTopic(first, 1, 1), NewTopic(second, 3, 1)]).values():
+        fut.result(30)
+    config = tmp_path / "flows.yaml"
+    config.write_text(f"""
+flows:
+  chain:
+    owners: [o@example.com]
+    record: {{id: "$.id", event_time: "$.ts"}}
+    tiers:
+      - {{name: raw, type: kafka, bootstrap: "{kafka.bootstrap}", topic: "{first}"}}
+      - {{name: enriched, type: kafka, bootstrap: "{kafka.bootstrap}", topic: "{second}",
+         via: process}}
+      - {{name: elsewhere, type: kafka, bootstrap: "127.0.0.1:1", topic: "{second}",
+         via: replication}}
+      - {{name: sink, type: sql, conn: "sqlite:///unused.db", ids: "{IDS}"}}
+""")
+    store = tmp_path / "s.db"
+    before = datetime.now(UTC)
+    assert main(["snapshot", "--config", str(config), "--store", str(store)]) == 2
+    captured = capsys.readouterr()
+    assert f"chain/{first}: 1 partition(s)" in captured.out
+    assert f"chain/{second}: 3 partition(s)" in captured.out
+    [line] = [x for x in captured.err.splitlines() if x.startswith("error:")]
+    assert f"topic '{second}'" in line and "127.0.0.1:1" in line
+
+    con = recorder.connect(store)
+    window = (before, before + timedelta(seconds=1))
+    assert recorder.timeline(con, "chain", first, *window).snapshots == 1
+    assert recorder.timeline(con, "chain", second, *window).snapshots == 1
+    # the mirrored copy keeps the name: its snapshots would be kept under its tier
+    assert recorder.timeline(con, "chain", f"{second}@elsewhere", *window).snapshots == 0

@@ -124,3 +124,24 @@ def test_offsets_deleted_below_a_commit_are_remembered_after_the_reader_jumps_pa
     # the loader kept up: never below the log start, so never named
     assert tl.deleted_unread == {"mirror A->B": 6001 - 117}
     assert tl.as_json()["deleted_unread"] == {"mirror A->B": 5884}
+
+
+def test_each_topic_of_a_flow_is_kept_under_its_name_and_a_repeated_name_under_its_tier(
+        tmp_path: Path) -> None:
+    from kafka_recon.config import load_flow
+
+    config = tmp_path / "flows.yaml"
+    config.write_text("""
+flows:
+  orders:
+    owners: [o@example.com]
+    record: {id: "$.id", event_time: "$.ts"}
+    tiers:
+      - {name: dc1, type: kafka, bootstrap: "a:9092", topic: orders}
+      - {name: dc2, type: kafka, bootstrap: "b:9092", topic: orders, via: replication}
+      - {name: enriched, type: kafka, bootstrap: "b:9092", topic: orders.enriched,
+         via: process}
+""")
+    flow = load_flow(config, "orders")
+    assert [recorder.key_of(flow, t) for t in flow.kafka_tiers] == [
+        "orders", "orders@dc2", "orders.enriched"]

@@ -317,16 +317,19 @@ def test_records_deleted_before_the_mirror_copied_them_are_the_replication_hops_
     split = {"topic": "regional", "from": "db", "to": "aggregate", "missing_from_topic": 6000,
              "unread": 5353, "unread_ids": "/run/missing/retention.csv"}
 
-    def run(seen: dict[str, int] | None) -> dict[str, Any]:
+    def run(seen: dict[str, int] | None, on: str = "regional") -> dict[str, Any]:
         return build_result(flow, window, {"tiers": tiers, "hops": hops, "retention": [split]},
                             {"topics": [regional, _topic("aggregate", 647),
                                         _topic("enriched", 647)]},
                             now=datetime(2026, 11, 22, tzinfo=UTC), out="/run",
-                            flight={"deleted_unread": seen} if seen else None).as_json()
+                            flight={"topics": {on: {"deleted_unread": seen}}} if seen
+                            else None).as_json()
 
     blind = run(None)  # without the recorder: a write-side loss, and the run cannot tell
     assert [(f["kind"], f["side"], f["count"]) for f in blind["findings"]] == [
         ("loss", "write", 6000)]
+    # each topic has its own timeline: what the recorder saw on another topic says nothing here
+    assert run({"mirror A->B": 5884}, on="aggregate")["findings"] == blind["findings"]
     r = run({"mirror A->B": 5884})
     [lost] = r["findings"]
     assert (lost["kind"], lost["side"], lost["hop"], lost["count"]) == (
