@@ -4,7 +4,7 @@
 |---|---|---|
 | KAFKA_RECON_CONFIG | `<repo>/config/flows.yaml` | the flow config |
 | KAFKA_RECON_OUT | `<repo>/runs` | the runs root: one folder per flow and window |
-| KAFKA_RECON_JARS | `<repo>/.jars` | the Maven-resolved jars (kafka/, spark/, flume/) |
+| KAFKA_RECON_JARS | `<repo>/.jars` | the jars Maven resolved (kafka/, spark/, lineage/, ...) |
 | KAFKA_RECON_SPARK_JOBS | `<repo>/spark_jobs` | the spark-submit entry points |
 | KAFKA_RECON_EXPECTATIONS | `<repo>/expectations/gx` | the Great Expectations context |
 | KAFKA_RECON_HISTORY | `sqlite:///<runs>/history.db` | history database: URL or connection id |

@@ -102,7 +102,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         from airflow.providers.openlineage.conf import namespace, transport
 
         from kafka_recon.errors import MissingJarsError
-        from kafka_recon.outputs.lineage import spark_conf
+        from kafka_recon.outputs.lineage import spark_conf, transport_secrets
         from kafka_recon.settings import lineage_jars
 
         try:
@@ -110,6 +110,10 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         except MissingJarsError as e:
             self.log.warning("lineage: the Spark jobs' lineage is not sent: %s", e)
             return
+        from airflow.sdk.log import mask_secret
+
+        for secret in transport_secrets(transport()):  # handed to Spark on its command line
+            mask_secret(secret)
         conf = dict(self.conf or {})
         added, note = spark_conf(transport(), namespace(),
                                  conf.get("spark.driver.extraJavaOptions", ""))

@@ -20,6 +20,7 @@ cannot read, is left out and named in `skipped`: lineage never fails a run.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -120,6 +121,7 @@ def spark_conf(transport: dict[str, object], namespace: str, driver_java_options
     and the jobs emit nothing unless spark-defaults sets `spark.openlineage.transport.*`.
     """
     conf = {"spark.extraListeners": LISTENER, "spark.openlineage.namespace": namespace,
+            "spark.redaction.regex": REDACTION_REGEX,
             "spark.driver.extraJavaOptions": f"{driver_java_options} {LISTENER_JAVA_OPTIONS}"
             .strip()}
     kind = str(transport.get("type", ""))
@@ -135,3 +137,26 @@ def spark_conf(transport: dict[str, object], namespace: str, driver_java_options
                       f"'{kind}' cannot be handed to Spark (http, file and console can); set "
                       f"spark.openlineage.transport.* in Spark's defaults")
     return conf, None
+
+
+# Spark's default redaction, plus an API key's names (`spark.openlineage.transport.auth.apiKey`
+# is none of secret, password, token): the Spark UI and event log show the conf redacted
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|api[._-]?key"
+_SECRET_NAME = re.compile(r"(?i)api[._-]?key|token|secret|password")
+
+
+def transport_secrets(transport: object) -> list[str]:
+    """Every value of Airflow's OpenLineage transport kept under a secret's name (an http
+    transport's `auth.apiKey`, a token, ...): masked in the task's logs before Spark is handed
+    them on its command line."""
+    found: list[str] = []
+    if isinstance(transport, dict):
+        for key, value in transport.items():
+            if isinstance(value, (dict, list)):
+                found += transport_secrets(value)
+            elif value and _SECRET_NAME.search(str(key)):
+                found.append(str(value))
+    elif isinstance(transport, list):
+        for item in transport:
+            found += transport_secrets(item)
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,47 @@ def test_the_spark_listener_is_on_and_sent_where_airflow_sends_or_says_it_cannot
     assert (note is not None) == noted
     if note:
         assert "'kafka' cannot be handed to Spark" in note
+
+
+def test_an_http_transport_s_api_key_is_found_to_mask_and_redacted_by_spark() -> None:
+    import re
+
+    from kafka_recon.outputs.lineage import spark_conf, transport_secrets
+
+    transport = {"type": "composite", "transports": [
+        {"type": "http", "url": "https://ol.example", "auth": {"type": "api_key",
+                                                              "apiKey": "k-123"}},
+        {"type": "kafka", "config": {"sasl.password": "p-456", "bootstrap.servers": "b:9092"}}]}
+    assert transport_secrets(transport) == ["k-123", "p-456"]
+    assert transport_secrets({"type": "file", "log_file_path": "/l"}) == []
+    regex = spark_conf({"type": "http"}, "ns", "")[0]["spark.redaction.regex"]
+    assert re.search(regex.replace("(?i)", ""), "spark.openlineage.transport.auth.apiKey",
+                     re.IGNORECASE)
+
+
+def test_with_an_http_transport_the_spark_task_turns_the_listener_on_and_masks_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Spark provider hands an http transport to Spark on the command line: kafka-recon
+    asks it to, masks the key in the task's logs first and adds the listener jar."""
+    from kafka_recon.faces import airflow_tasks
+
+    masked: list[str] = []
+    monkeypatch.setattr("airflow.sdk.log.mask_secret", masked.append)
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(
+        {"type": "http", "url": "https://ol.example", "auth": {"type": "api_key",
+                                                              "apiKey": "k-123"}}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "platform")
+    jar = tmp_path / "lineage" / "openlineage-spark_2.13-1.37.0.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"")
+    monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
+    op = airflow_tasks.ReconSparkSubmitOperator(
+        task_id="replay_reconcile", flow="orders", config="unused.yaml", application="x.py",
+        jars="/a.jar", conf={"spark.driver.extraJavaOptions": "-Duser.timezone=UTC"})
+    op._spark_lineage()
+    assert masked == ["k-123"]
+    assert op.conf["spark.extraListeners"].endswith("OpenLineageSparkListener")
+    assert op.conf["spark.openlineage.namespace"] == "platform"
+    assert not [k for k in op.conf if ".transport." in k], "the provider injects http itself"
+    assert op._openlineage_inject_transport_info and op._openlineage_inject_parent_job_info
+    assert op.jars == f"/a.jar,{jar}"
