@@ -11,7 +11,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from kafka_recon.config import Flow
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier
 from kafka_recon.result.causes import Evidence, classify
 from kafka_recon.result.model import Result, decide_status
 from kafka_recon.sources.topic import PartitionRange, deleted_before_consumed, retention_cut
@@ -117,6 +117,19 @@ def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[st
     return [f for f in findings if f not in write] + retention
 
 
+def where_of(tier: SqlTier | FlumeTier | KafkaTier) -> str:
+    """Where a tier lives, from the flow config alone (no connection resolved, no password):
+    a topic and its cluster, so a flow across clusters reads cluster by cluster."""
+    from kafka_recon.sources.connections import redact
+
+    if isinstance(tier, KafkaTier):
+        return f"topic '{tier.topic}' on " + (f"kafka {tier.bootstrap}" if tier.bootstrap
+                                              else f"connection '{tier.conn}'")
+    if isinstance(tier, SqlTier):
+        return redact(tier.conn) if "://" in tier.conn else f"connection '{tier.conn}'"
+    return f"flume agent at {tier.metrics_url} ({tier.source} -> {tier.sink})"
+
+
 def flight_of(flight: dict[str, Any] | None, tier: str) -> dict[str, Any]:
     """One topic's flight recorder timeline out of flight.json (`{"topics": {tier: ...}}`)."""
     return dict(((flight or {}).get("topics") or {}).get(tier) or {})
@@ -170,8 +183,10 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any],
         at = names.index(name)
         return flow.side_of(names[at - 1]) if at else "write"
 
+    places = {p.name: where_of(p.tier) for p in flow.points}
     for t in aggregates["tiers"]:
         tier = {k: t.get(k) for k in ("name", "count", "distinct", "unidentifiable")}
+        tier["where"] = places.get(t["name"])
         tier["buckets"] = dict(sorted((t.get("buckets") or {}).items()))  # chart and history
         if t["name"] in by_tier:
             tier["estimate"] = by_tier[t["name"]].get("estimate")

@@ -77,7 +77,7 @@ class Bucket(_Model):
 
 
 class Tier(_Model):
-    _optional = frozenset({"estimate", "late"})
+    _optional = frozenset({"estimate", "late", "where"})
     name: str
     count: int | None
     distinct: int | None = None
@@ -85,6 +85,7 @@ class Tier(_Model):
     buckets: dict[str, int] = {}
     estimate: int | None = None  # the topic only: offsets between the timestamps
     late: int | None = None      # the topic only
+    where: str | None = None  # the tier's place from the flow config: a topic's cluster, ...
 
 
 class Hop(_Model):

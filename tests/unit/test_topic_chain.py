@@ -13,7 +13,7 @@ import pytest
 from kafka_recon.config import load_flow
 from kafka_recon.errors import ConfigError
 from kafka_recon.outputs.validate import validate_result
-from kafka_recon.result.build import build_result
+from kafka_recon.result.build import build_result, where_of
 from kafka_recon.sources.audit import audit_mirror
 from kafka_recon.window import Window
 from tests.factories import hop as model_hop
@@ -185,6 +185,20 @@ def test_a_mirrors_resent_run_is_a_replication_duplicate_with_its_cause(tmp_path
     assert r["status"] == "findings"
     assert [x["tier"] for x in r["replays"]] == ["regional"] * 2 + ["aggregate"] * 2 + \
         ["enriched"] * 2
+
+
+def test_each_tier_says_where_it_lives_a_topic_its_cluster_and_never_a_password(
+        tmp_path: Path) -> None:
+    r = _run(tmp_path, [_hop("db", "regional", "write", 100),
+                        _hop("regional", "aggregate", "replication", 100),
+                        _hop("aggregate", "enriched", "process", 100),
+                        _hop("enriched", "sink", "consume", 100)], TOPICS)
+    assert [t["where"] for t in r["tiers"]] == [
+        "sqlite:///x.db", "topic 'orders' on kafka a:9092", "topic 'A.orders' on kafka b:9092",
+        "topic 'orders-enriched' on kafka b:9092", "connection 'sink_db'"]
+    flow = load_flow(write(tmp_path, CHAIN.replace(
+        "conn: sink_db", 'conn: "postgresql://u:s3cret@pg:5432/dw"')), "orders")
+    assert where_of(flow.points[-1].tier) == "postgresql://u:***@pg:5432/dw"
 
 
 def test_a_processors_filtered_records_are_reported_apart_and_the_run_is_ok(
