@@ -122,7 +122,8 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         self.conf = {**conf, **added}
         self.jars = ",".join([j for j in (self.jars or "").split(",") if j] + jars)
         self._openlineage_inject_parent_job_info = True
-        self._openlineage_inject_transport_info = transport().get("type") == "http"
+        self._openlineage_inject_transport_info = transport().get("type") in ("http",
+                                                                              "composite")
 
     def _lineage(self) -> Any:
         """The flow's tiers as this job's inputs, its result as the output (see

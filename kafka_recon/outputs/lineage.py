@@ -114,11 +114,12 @@ def spark_conf(transport: dict[str, object], namespace: str, driver_java_options
                ) -> tuple[dict[str, str], str | None]:
     """The Spark settings that turn the listener on and send its events where Airflow's go.
 
-    `transport` is Airflow's `[openlineage] transport`. An `http` one is handed by the Spark
-    provider's own injection (URL, endpoint, API key); `file` and `console` are handed here (a
-    file is appended to, as Airflow's is with `append: true`; without it the Spark job writes
-    beside it, `<path>.spark.jsonl`). Anything else is not handed: the second value says so,
-    and the jobs emit nothing unless spark-defaults sets `spark.openlineage.transport.*`.
+    `transport` is Airflow's `[openlineage] transport`. An `http` one (alone or in a
+    `composite`) is handed by the Spark provider's own injection (URL, endpoint, API key);
+    `file` and `console` are handed here (a file is appended to, as Airflow's is with
+    `append: true`; without it the Spark job writes beside it, `<path>.spark.jsonl`). Anything
+    else is not handed: the second value says so, and the jobs emit nothing unless
+    spark-defaults sets `spark.openlineage.transport.*`.
     """
     conf = {"spark.extraListeners": LISTENER, "spark.openlineage.namespace": namespace,
             "spark.redaction.regex": REDACTION_REGEX,
@@ -132,7 +133,7 @@ def spark_conf(transport: dict[str, object], namespace: str, driver_java_options
             path if transport.get("append") else f"{path}.spark.jsonl")
     elif kind == "console":
         conf["spark.openlineage.transport.type"] = "console"
-    elif kind != "http":
+    elif kind not in ("http", "composite"):  # the provider hands http (in a composite too)
         return conf, (f"the Spark jobs' lineage is not sent: Airflow's OpenLineage transport "
                       f"'{kind}' cannot be handed to Spark (http, file and console can); set "
                       f"spark.openlineage.transport.* in Spark's defaults")

@@ -73,6 +73,7 @@ def test_a_tier_whose_connection_cannot_be_resolved_is_left_out_and_named_not_fa
       "spark.openlineage.transport.location": "/l/ol.spark.jsonl"}, False),
     ({"type": "console"}, {"spark.openlineage.transport.type": "console"}, False),
     ({"type": "http", "url": "http://marquez:5000"}, {}, False),  # the Spark provider hands it
+    ({"type": "composite", "transports": [{"type": "http", "url": "http://m"}]}, {}, False),
     ({"type": "kafka", "topic": "ol"}, {}, True)])
 def test_the_spark_listener_is_on_and_sent_where_airflow_sends_or_says_it_cannot(
         transport: dict[str, object], handed: dict[str, str], noted: bool) -> None:
