@@ -66,6 +66,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
     template_fields = (*SparkSubmitOperator.template_fields, "flow")
 
     def execute(self, context: Any) -> None:
+        from airflow.providers.openlineage.conf import is_disabled
         from airflow.sdk.log import mask_secret
 
         from kafka_recon.config import KafkaTier, SqlTier, load_flow
@@ -86,8 +87,6 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
                 for secret in secrets_of(value):
                     mask_secret(secret)
         self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: _owner(context)}
-        from airflow.providers.openlineage.conf import is_disabled
-
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
             self._spark_lineage()
@@ -112,18 +111,17 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
             return
         from airflow.sdk.log import mask_secret
 
-        for secret in transport_secrets(transport()):  # handed to Spark on its command line
+        sends = transport()
+        for secret in transport_secrets(sends):  # handed to Spark on its command line
             mask_secret(secret)
         conf = dict(self.conf or {})
-        added, note = spark_conf(transport(), namespace(),
-                                 conf.get("spark.driver.extraJavaOptions", ""))
+        added, note = spark_conf(sends, namespace(), conf.get("spark.driver.extraJavaOptions", ""))
         if note:
             self.log.warning("lineage: %s", note)
         self.conf = {**conf, **added}
         self.jars = ",".join([j for j in (self.jars or "").split(",") if j] + jars)
         self._openlineage_inject_parent_job_info = True
-        self._openlineage_inject_transport_info = transport().get("type") in ("http",
-                                                                              "composite")
+        self._openlineage_inject_transport_info = sends.get("type") in ("http", "composite")
 
     def _lineage(self) -> Any:
         """The flow's tiers as this job's inputs, its result as the output (see
