@@ -21,7 +21,7 @@ cannot read, is left out and named in `skipped`: lineage never fails a run.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -41,7 +41,7 @@ class LineageDataset:
 class Lineage:
     inputs: tuple[LineageDataset, ...]
     outputs: tuple[LineageDataset, ...]
-    skipped: tuple[str, ...] = field(default=())  # one line per tier left out, and why
+    skipped: tuple[str, ...] = ()  # one line per tier left out, and why
 
 
 def _kafka(tier: KafkaTier) -> list[LineageDataset]:
@@ -52,7 +52,7 @@ def _kafka(tier: KafkaTier) -> list[LineageDataset]:
 
 
 def _tables(sql: str, dialect: str) -> list[tuple[str | None, str | None, str]]:
-    """Every table the query reads, in the parser's (sorted) order."""
+    """Every table the query reads, sorted (database, schema, name)."""
     import openlineage_sql
 
     parsed = openlineage_sql.parse([sql], dialect=dialect)

@@ -148,17 +148,17 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
                  for name, offs in (progress or {}).items()})
     # everything read first: the write lock is held for the inserts only, as other flows'
     # snapshot tasks and the Flume counters write to the same store
-    topic = key or topic
+    kept = key or topic  # the store's name for the topic; reads above use the topic's own
     with con:
         con.executemany(
             "INSERT OR REPLACE INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [(flow, topic, taken, p["partition"], p["leader"], p["leader_epoch"],
+            [(flow, kept, taken, p["partition"], p["leader"], p["leader_epoch"],
               json.dumps(p["replicas"]), json.dumps(p["isr"]), p["log_start"], p["log_end"],
               p["error"]) for p in parts])
         con.executemany("INSERT OR REPLACE INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                        [(flow, topic, group, taken, g["state"], json.dumps(g["committed"]),
+                        [(flow, kept, group, taken, g["state"], json.dumps(g["committed"]),
                           json.dumps(g["members"]), g["error"]) for group, g in read.items()])
-    return {"flow": flow, "topic": topic, "taken_at": iso_z(now), "partitions": len(parts),
+    return {"flow": flow, "topic": kept, "taken_at": iso_z(now), "partitions": len(parts),
             "groups": len(read)}
 
 
