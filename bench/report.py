@@ -162,12 +162,22 @@ def scaling_table(doc: dict[str, Any]) -> list[str]:
 
 
 def tune_table(tune: dict[str, Any]) -> list[str]:
-    base = tune["variants"].get("base", {}).get("median_s")
-    lines = ["| variant | median s | runs s | ratio to base | same ids |", "|---|---|---|---|---|"]
+    """One row per variant; the CPU seconds too when the tune measured them."""
+    base = tune["variants"].get("base", {})
+    cpu = all("median_cpu_s" in v for v in tune["variants"].values())
+
+    def ratio(v: dict[str, Any], key: str) -> str:
+        return f"{v[key] / base[key]:.2f}" if base.get(key) else "-"
+
+    head = "| variant | median s | runs s | ratio to base |"
+    lines = [head + (" median CPU s | CPU ratio to base |" if cpu else "") + " same ids |",
+             "|---|---|---|---|" + ("---|---|" if cpu else "") + "---|"]
     for name, v in tune["variants"].items():
-        rel = f"{v['median_s'] / base:.2f}" if base else "-"
-        lines.append(f"| {name} | {v['median_s']} | {', '.join(map(str, v['seconds']))} | "
-                     f"{rel} | {tune['same_ids'].get(name)} |")
+        cells = [name, str(v["median_s"]), ", ".join(map(str, v["seconds"])),
+                 ratio(v, "median_s")]
+        if cpu:
+            cells += [str(v["median_cpu_s"]), ratio(v, "median_cpu_s")]
+        lines.append(f"| {' | '.join(cells)} | {tune['same_ids'].get(name)} |")
     return lines
 
 

@@ -68,13 +68,24 @@ def _rss_kb(pid: int) -> tuple[str, int]:
     return name, rss
 
 
+def _cpu_ticks(pid: int) -> int:
+    try:
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
 def measured(cmd: list[str], env: dict[str, str] | None = None,
              timeout: float = 3600, ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    """Run cmd; wall seconds and the peak resident memory of each program in its tree."""
+    """Run cmd; wall seconds, the peak resident memory of each program in its tree, and the
+    CPU seconds of the tree (each process as last seen: a short-lived helper may be missed;
+    on a shared machine, steadier than the wall time)."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     peak: dict[str, int] = {}
+    ticks: dict[int, int] = {}
     stop = threading.Event()
 
     def poll() -> None:
@@ -83,6 +94,7 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
                 name, rss = _rss_kb(pid)
                 if name:
                     peak[name] = max(peak.get(name, 0), rss)
+                    ticks[pid] = max(ticks.get(pid, 0), _cpu_ticks(pid))
             stop.wait(0.2)
 
     t = threading.Thread(target=poll, daemon=True)
@@ -94,6 +106,7 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
     if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err[-3000:]}")
     return {"seconds": seconds, "peak_rss_mb": {k: round(v / 1024, 1) for k, v in peak.items()},
+            "cpu_seconds": round(sum(ticks.values()) / os.sysconf("SC_CLK_TCK"), 1),
             "stdout": out, "stderr": err[-2000:], "returncode": proc.returncode}
 
 

@@ -58,3 +58,16 @@ def test_what_a_run_did_not_measure_is_never_called_met() -> None:
     assert met["every reader names the same ids as d, at every size"] is False
     text = "\n".join(report.render(doc(size(1_000_000, d_kafka_recon=reader(30)))))
     assert text.count("| not measured |") == 4
+
+
+def test_a_tune_table_gives_wall_and_cpu_ratios_to_base_when_cpu_was_measured() -> None:
+    tune = {"variants": {"base": {"median_s": 60.0, "seconds": [60.0], "median_cpu_s": 100.0},
+                         "other": {"median_s": 75.0, "seconds": [75.0], "median_cpu_s": 130.0}},
+            "same_ids": {"base": True, "other": True}}
+    lines = report.tune_table(tune)
+    assert "median CPU s" in lines[0]
+    assert lines[3] == "| other | 75.0 | 75.0 | 1.25 | 130.0 | 1.30 | True |"
+    # an older tune without CPU figures keeps its four columns
+    for v in tune["variants"].values():
+        del v["median_cpu_s"]
+    assert report.tune_table(tune)[3] == "| other | 75.0 | 75.0 | 1.25 | True |"
