@@ -38,6 +38,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "slices2": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 2}},
     "slices8": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 8}},
     "no_aqe": {"spark": {"spark.sql.adaptive.enabled": "false"}},
+    # the JVM's compiler and collector (local mode: the driver runs every task); "base" has
+    # kafka-recon's own (kafka_recon.settings.DEFAULT_JVM_OPTIONS), "" the JVM's defaults
+    "g1_default_jit": {"env": {"KAFKA_RECON_JVM_OPTIONS": ""}},
+    "c1": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:TieredStopAtLevel=1"}},
+    "parallel_gc": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC"}},
+    "parallel_gc_jit4": {"env": {
+        "KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},
+    "heap2g": {"spark": {"spark.driver.memory": "2g"}},
 }
 
 RUNNER = """
@@ -77,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = a.work / f"{name}-{r}"
                 spark_args = " ".join(f"--conf {k}={val}" for k, val in
                                       v.get("spark", {}).items())
-                env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+                env = {**os.environ, **v.get("env", {}), "PYSPARK_PYTHON": sys.executable,
                        "PYTHONPATH": str(REPO_ROOT),
                        "PYSPARK_SUBMIT_ARGS": f"{spark_args} pyspark-shell".strip()}
                 m = measured([sys.executable, "-c", RUNNER, json.dumps(v.get("consts", {})),
@@ -86,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                               "--master", a.master, "--out", str(out)], env=env, ok=(0, 1))
                 m["timings"] = json.loads((out / "timings.json").read_text())
                 runs[name].append(m)
-                print(f"{name} run {r + 1}: {m['seconds']:.1f}s {m['timings']}", flush=True)
+                print(f"{name} run {r + 1}: {m['seconds']:.1f}s, {m['cpu_seconds']} CPU s, "
+                      f"{m['timings']}", flush=True)
     finally:
         kafka.stop()
 
@@ -99,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
               "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "variants": {n: {"median_s": round(statistics.median(m["seconds"] for m in ms), 2),
                                "seconds": [round(m["seconds"], 2) for m in ms],
+                               "median_cpu_s": statistics.median(m["cpu_seconds"] for m in ms),
+                               "cpu_seconds": [m["cpu_seconds"] for m in ms],
                                "timings": [m["timings"] for m in ms]}
                            for n, ms in runs.items()}}
     a.out.write_text(json.dumps(report, indent=2))

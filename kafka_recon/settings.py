@@ -105,6 +105,21 @@ def run_stale_hours() -> int:
     return _count("KAFKA_RECON_RUN_STALE_HOURS", 6)
 
 
+# kafka_recon.spark.session says why these HotSpot options, measured by bench.tune
+DEFAULT_JVM_OPTIONS = "-XX:+UseParallelGC -XX:CompileThresholdScaling=10"
+
+
+def jvm_options() -> str:
+    """The Spark JVMs' options beside the UTC time zone: `KAFKA_RECON_JVM_OPTIONS` (empty: the
+    JVM's own defaults), else kafka-recon's measured ones."""
+    raw = os.environ.get("KAFKA_RECON_JVM_OPTIONS", DEFAULT_JVM_OPTIONS).strip()
+    bad = [o for o in raw.split() if not o.startswith("-")]
+    if bad:
+        raise UsageError(f"KAFKA_RECON_JVM_OPTIONS={raw!r}: {bad[0]!r} is not a JVM option "
+                         "(each starts with '-')")
+    return raw
+
+
 def keep_replays() -> bool:
     """Keep the first replay's records on disk even when the reconcile reads them in memory."""
     raw = os.environ.get("KAFKA_RECON_KEEP_REPLAYS", "0")

@@ -26,7 +26,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import TriggerRule, task
 
 from kafka_recon.settings import spark_jobs_dir
-from kafka_recon.spark.session import SMALL_DATA_CONF, UTC_CONF
+from kafka_recon.spark.session import spark_conf
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
         application=str(spark_jobs_dir() / f"{step}.py"),
         name=f"kafka-recon-{step}-{args.flow}",
         jars="{{ kafka_recon_spark_jars() }}",
-        conf={**UTC_CONF, **SMALL_DATA_CONF},
+        conf=spark_conf(),
         env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
         application_args=app_args,
     )

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 def _run(a: argparse.Namespace) -> int:
     from kafka_recon import orchestrate
-    from kafka_recon.settings import spark_jars
+    from kafka_recon.settings import jvm_options, spark_jars
     from kafka_recon.spark.session import session
 
     run = orchestrate.load(a.flow, a.start, a.end, a.config, a.out)
@@ -47,6 +47,7 @@ def _run(a: argparse.Namespace) -> int:
     if a.replays is not None and not 1 <= a.replays <= 10:
         raise UsageError(f"--replays {a.replays}: expected 1 to 10")
     jars = spark_jars()  # missing jars: a CannotRun before anything is written
+    jvm_options()  # and so is a bad KAFKA_RECON_JVM_OPTIONS
 
     def spark() -> SparkSession:
         s = session(f"kafka-recon {run.flow.name}", master=a.master, jars=jars)

@@ -25,6 +25,25 @@ SMALL_DATA_CONF = {
 }
 
 
+def spark_conf() -> dict[str, str]:
+    """Every setting kafka-recon gives its Spark applications, in process or under
+    spark-submit: UTC, small-data shuffles, and the JVMs' options (`settings.jvm_options`).
+
+    Why those JVM options: a run lasts a minute or so on a few cores, and every Spark job
+    brings freshly generated classes that the JIT compiles again once hot. At 1M records the
+    compiler threads used 35-44 CPU seconds of a run, as much as every task together (the
+    JVM's per-thread CPU); compiling later (thresholds x10) cut that to 18 with the tasks no
+    slower, and the throughput collector spent less than G1. A whole run: 17% less CPU at 1M,
+    8% at 5M, a smaller heap, and the same time within the noise (bench/tune-jvm.json,
+    docs/performance.md, "The JVM's compiler").
+    """
+    from kafka_recon.settings import jvm_options
+
+    extra = jvm_options()
+    java = {k: f"{v} {extra}".strip() for k, v in UTC_CONF.items() if k.endswith("JavaOptions")}
+    return {**UTC_CONF, **java, **SMALL_DATA_CONF}
+
+
 def session(app: str, master: str | None = None, jars: list[str] | None = None) -> SparkSession:
     """getOrCreate with kafka-recon's settings; master and jars only when run in process."""
     from pyspark.sql import SparkSession
@@ -34,6 +53,6 @@ def session(app: str, master: str | None = None, jars: list[str] | None = None) 
         builder = builder.master(master)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in {**UTC_CONF, **SMALL_DATA_CONF}.items():
+    for key, value in spark_conf().items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

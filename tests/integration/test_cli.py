@@ -105,6 +105,15 @@ def test_window_in_the_future(good: Scenario) -> None:
     assert done.returncode == 2 and "the window starts in the future" in done.stderr
 
 
+def test_bad_jvm_options_exit_2_before_anything_is_written(good: Scenario) -> None:
+    out = good.tmp / "out"
+    done = run(good.config, out, env={"KAFKA_RECON_JVM_OPTIONS": "-Xss4m UseG1GC"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "KAFKA_RECON_JVM_OPTIONS='-Xss4m UseG1GC': 'UseG1GC' is not a JVM option" \
+        in done.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_unreachable_broker_names_host_and_port(good: Scenario, tmp_path: Path) -> None:
     port = free_port()
     text = good.config.read_text().replace(good.bootstrap, f"127.0.0.1:{port}")
