@@ -41,15 +41,19 @@ REPLAYS = 2  # the flow's replays: the slope target scales with it
 
 
 # ------------------------------------------------------------------ measuring
+def _stat(pid: int | str) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (empty once the process is gone)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def _tree(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
+        if d.name.isdigit() and (fields := _stat(d.name)):
+            children.setdefault(int(fields[1]), []).append(int(d.name))
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -69,11 +73,8 @@ def _rss_kb(pid: int) -> tuple[str, int]:
 
 
 def _cpu_ticks(pid: int) -> int:
-    try:
-        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0
-    return int(fields[11]) + int(fields[12])  # utime + stime
+    fields = _stat(pid)
+    return int(fields[11]) + int(fields[12]) if fields else 0  # utime + stime
 
 
 def measured(cmd: list[str], env: dict[str, str] | None = None,
