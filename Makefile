@@ -10,11 +10,11 @@ MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 # the slowest tests are listed after each tier: where `make test`'s 30 minutes go
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: all setup venv jars demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium prometheus
+.PHONY: all setup venv jars classes demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium prometheus
 
 all: setup
 
-setup: venv jars
+setup: venv jars classes
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml
@@ -36,6 +36,13 @@ jars: .jars/.installed
 	$(MVN) -P flume dependency:copy-dependencies
 	$(MVN) -P mirror dependency:copy-dependencies
 	touch $@
+
+# the Spark driver's class archive: every later run's Spark starts a few seconds sooner; a JVM
+# that cannot make one only makes runs slower, so setup goes on without it
+classes: .jars/spark-classes.jsa
+.jars/spark-classes.jsa: .jars/.installed $(VENV)/.installed kafka_recon/spark/classes.py
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m kafka_recon class-archive --out $@ || \
+	  echo "warning: no class archive made; runs work without it, only slower"
 
 demo: setup
 	$(PY) -m harness.demo

@@ -46,6 +46,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "parallel_gc_jit4": {"env": {
         "KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},
     "heap2g": {"spark": {"spark.driver.memory": "2g"}},
+    # "base" maps the class archive `make setup` made (kafka_recon.spark.classes), when it did
+    "no_class_archive": {"env": {"KAFKA_RECON_CLASS_ARCHIVE": ""}},
 }
 
 RUNNER = """

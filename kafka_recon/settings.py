@@ -15,6 +15,8 @@
 | KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
 | KAFKA_RECON_TASK_RETRIES | 2 | retries of a daily DAG's tasks |
 | KAFKA_RECON_RUN_STALE_HOURS | 6 | a run of a window silent this long no longer holds it |
+| KAFKA_RECON_JVM_OPTIONS | see `DEFAULT_JVM_OPTIONS` | Spark's JVMs' options (empty: defaults) |
+| KAFKA_RECON_CLASS_ARCHIVE | `<jars>/spark-classes.jsa` | Spark driver's class archive ('': none) |
 | KAFKA_RECON_KEEP_REPLAYS | 0 | 1: also keep the first replay's records as Parquet (debugging) |
 | KAFKA_RECON_CONN_<ID> | none | a connection resolved for Spark by the Airflow task (internal) |
 | KAFKA_RECON_RUN_OWNER | none | the Airflow run a Spark job belongs to (internal) |
@@ -118,6 +120,15 @@ def jvm_options() -> str:
         raise UsageError(f"KAFKA_RECON_JVM_OPTIONS={raw!r}: {bad[0]!r} is not a JVM option "
                          "(each starts with '-')")
     return raw
+
+
+def class_archive_path() -> Path | None:
+    """Where the Spark driver's class archive is (`kafka_recon.spark.classes`), made or not:
+    `KAFKA_RECON_CLASS_ARCHIVE`, empty for none, else `spark-classes.jsa` among the jars."""
+    raw = os.environ.get("KAFKA_RECON_CLASS_ARCHIVE")
+    if raw is None:
+        return jars_dir() / "spark-classes.jsa"
+    return Path(raw) if raw.strip() else None
 
 
 def keep_replays() -> bool:

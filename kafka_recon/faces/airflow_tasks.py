@@ -87,12 +87,21 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
                 for secret in secrets_of(value):
                     mask_secret(secret)
         self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: _owner(context)}
+        self._class_archive()
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
             self._spark_lineage()
         super().execute(context)
 
     _lineage_of_run: Any = None
+
+    def _class_archive(self) -> None:
+        """This worker's class archive, when made, for the driver spark-submit starts here
+        (kafka_recon.spark.classes); a driver started elsewhere finds none and goes without."""
+        from kafka_recon.settings import class_archive_path
+        from kafka_recon.spark.session import archive_options, driver_conf
+
+        self.conf = driver_conf(dict(self.conf or {}), archive_options(class_archive_path()))
 
     def _spark_lineage(self) -> None:
         """The Spark jobs' own lineage: the OpenLineage listener on, its events sent where

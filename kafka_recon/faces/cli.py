@@ -4,6 +4,7 @@
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
     kafka-recon drill [--scenario S1 ...] [--repeat N]   (the loss drill; exit 1 unless all pass)
+    kafka-recon class-archive [--out FILE]               (the Spark driver's class archive)
 
 Exit codes (DESIGN.md, `kafka_recon.errors`): 0 status ok; 1 findings or inconclusive; 2 the
 run could not be made (bad config or window, missing jars), a source could not be read (the run
@@ -133,6 +134,19 @@ def _drill(a: argparse.Namespace) -> int:
     return EXIT_OK if all(r["result"] == "pass" for r in rows) else EXIT_FINDINGS
 
 
+def _class_archive(a: argparse.Namespace) -> int:
+    from kafka_recon.settings import class_archive_path, jvm_options, spark_jars
+    from kafka_recon.spark.classes import build
+
+    target = a.out or class_archive_path()
+    if target is None:
+        raise UsageError("KAFKA_RECON_CLASS_ARCHIVE is empty (no archive): give --out FILE")
+    spark_jars()  # missing jars: a CannotRun, before a training run that would fail on them
+    jvm_options()
+    print(f"class archive: {build(target, a.master)}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kafka-recon", description="Find and locate lost Kafka "
                                 "records, tier by tier.")
@@ -166,10 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--secured", action="store_true",
                    help="a secured cluster (SASL_SSL, mTLS, ACLs) read over SASL_SSL; writes "
                         "drill-secured.md")
+    c = sub.add_parser("class-archive", help="make the Spark driver's class archive, which "
+                       "starts every later run's Spark sooner (kafka_recon.spark.classes)")
+    c.add_argument("--out", type=Path, help="where (default $KAFKA_RECON_CLASS_ARCHIVE, else "
+                   "spark-classes.jsa among the jars)")
+    c.add_argument("--master", default="local[2]", help="the training run's Spark master")
     a = p.parse_args(argv)
     try:
-        return {"run": _run, "snapshot": _snapshot, "audit": _audit,
-                "drill": _drill}[a.command](a)
+        return {"run": _run, "snapshot": _snapshot, "audit": _audit, "drill": _drill,
+                "class-archive": _class_archive}[a.command](a)
     except ReconError as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import SparkSession
 
 # Every time is UTC: the window, Kafka timestamps and naive database timestamps alike.
@@ -44,15 +46,42 @@ def spark_conf() -> dict[str, str]:
     return {**UTC_CONF, **java, **SMALL_DATA_CONF}
 
 
-def session(app: str, master: str | None = None, jars: list[str] | None = None) -> SparkSession:
-    """getOrCreate with kafka-recon's settings; master and jars only when run in process."""
+# a class archive that does not fit is dropped without a word on stderr, run after run
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def archive_options(archive: Path | None) -> str:
+    """The driver JVM's options that map the class archive (`kafka_recon.spark.classes`),
+    when it was made."""
+    import shlex
+
+    if archive is None or not archive.is_file():
+        return ""
+    return f"-XX:SharedArchiveFile={shlex.quote(str(archive))} {QUIET}"
+
+
+def driver_conf(conf: dict[str, str], options: str) -> dict[str, str]:
+    """`conf` with `options` added to the driver JVM's own."""
+    key = "spark.driver.extraJavaOptions"
+    return {**conf, key: f"{conf.get(key, '')} {options}".strip()} if options.strip() else conf
+
+
+def session(app: str, master: str | None = None, jars: list[str] | None = None,
+            driver_options: str | None = None) -> SparkSession:
+    """getOrCreate with kafka-recon's settings; master and jars only when run in process.
+    The driver maps the class archive when there is one (`kafka_recon.spark.classes`), unless
+    `driver_options` replaces that."""
     from pyspark.sql import SparkSession
 
+    from kafka_recon.settings import class_archive_path
+
+    if driver_options is None:
+        driver_options = archive_options(class_archive_path())
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in spark_conf().items():
+    for key, value in driver_conf(spark_conf(), driver_options).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

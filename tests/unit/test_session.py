@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 
 from kafka_recon.errors import UsageError
-from kafka_recon.settings import DEFAULT_JVM_OPTIONS
-from kafka_recon.spark.session import spark_conf
+from kafka_recon.settings import DEFAULT_JVM_OPTIONS, class_archive_path
+from kafka_recon.spark.session import archive_options, driver_conf, spark_conf
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +42,60 @@ def test_a_jvm_option_without_a_dash_is_a_one_line_error_naming_it(
                                          "option") as err:
         spark_conf()
     assert "\n" not in str(err.value)
+
+
+def test_the_class_archive_is_among_the_jars_unless_the_environment_names_another_or_none(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KAFKA_RECON_CLASS_ARCHIVE", raising=False)
+    monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
+    assert class_archive_path() == tmp_path / "spark-classes.jsa"
+    monkeypatch.setenv("KAFKA_RECON_CLASS_ARCHIVE", str(tmp_path / "other.jsa"))
+    assert class_archive_path() == tmp_path / "other.jsa"
+    monkeypatch.setenv("KAFKA_RECON_CLASS_ARCHIVE", " ")
+    assert class_archive_path() is None
+
+
+def test_only_the_driver_maps_the_class_archive_and_only_when_it_was_made(
+        tmp_path: Path) -> None:
+    archive = tmp_path / "a dir" / "spark-classes.jsa"
+    assert archive_options(None) == "" and archive_options(archive) == ""  # none, not made
+    conf = spark_conf()
+    assert driver_conf(conf, "") == conf
+    archive.parent.mkdir()
+    archive.write_bytes(b"\0")
+    options = archive_options(archive)
+    # a path with a space stays one option: Spark splits the options as a shell would
+    assert shlex.split(options)[0] == f"-XX:SharedArchiveFile={archive}"
+    with_archive = driver_conf(conf, options)
+    assert with_archive["spark.driver.extraJavaOptions"] == \
+        f"{conf['spark.driver.extraJavaOptions']} {options}"
+    # an executor elsewhere has other jars on its class path: the archive is the driver's
+    assert with_archive["spark.executor.extraJavaOptions"] == \
+        conf["spark.executor.extraJavaOptions"]
+
+
+def test_the_dag_task_hands_its_workers_class_archive_to_the_driver_it_starts(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kafka_recon.faces import airflow_tasks
+
+    op = airflow_tasks.ReconSparkSubmitOperator(
+        task_id="replay_reconcile", flow="orders", config="unused.yaml", application="x.py",
+        conf=spark_conf())
+    monkeypatch.setenv("KAFKA_RECON_CLASS_ARCHIVE", str(tmp_path / "spark-classes.jsa"))
+    op._class_archive()
+    assert op.conf == spark_conf()  # not made on this worker: nothing added
+    (tmp_path / "spark-classes.jsa").write_bytes(b"\0")
+    op._class_archive()
+    assert op.conf["spark.driver.extraJavaOptions"].endswith(
+        archive_options(tmp_path / "spark-classes.jsa"))
+
+
+def test_class_archive_command_with_no_place_to_put_it_is_a_one_line_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kafka_recon.faces.cli import main
+
+    monkeypatch.setenv("KAFKA_RECON_CLASS_ARCHIVE", "")
+    assert main(["class-archive"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("kafka-recon: KAFKA_RECON_CLASS_ARCHIVE is empty (no archive): "
+                   "give --out FILE\n")
