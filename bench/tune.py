@@ -33,6 +33,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "fetch32m": {"consts": {"kafka_recon.spark.replay.BULK_READ": {
         "kafka.max.partition.fetch.bytes": str(32 * MB),
         "kafka.fetch.max.bytes": str(128 * MB), "kafka.receive.buffer.bytes": str(4 * MB)}}},
+    # a poll hands the task up to this many of the records fetched (the consumer's default: 500)
+    "poll100k": {"consts": {"kafka_recon.spark.replay.BULK_READ": {
+        "kafka.max.partition.fetch.bytes": str(8 * MB), "kafka.fetch.max.bytes": str(64 * MB),
+        "kafka.max.poll.records": "100000"}}},
     "slices1": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 1}},
     "slices4": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 4}},
     "slices2": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 2}},
@@ -46,6 +50,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "parallel_gc_jit4": {"env": {
         "KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},
     "heap2g": {"spark": {"spark.driver.memory": "2g"}},
+    # the evidence's ids meet the tiers by a shuffle of both sides, however few they are
+    "shuffled_evidence": {"consts": {"kafka_recon.spark.reconcile.FEW_IDS": 0}},
     # "base" maps the class archive `make setup` made (kafka_recon.spark.classes), when it did
     "no_class_archive": {"env": {"KAFKA_RECON_CLASS_ARCHIVE": ""}},
 }
