@@ -15,6 +15,9 @@ from kafka_recon.errors import JdbcError
 from kafka_recon.sources.connections import UTC_SESSION
 from kafka_recon.window import Window
 
+# rows per round trip when a driver would otherwise fetch a whole result at once
+FETCH_ROWS = 10_000
+
 
 @dataclass(frozen=True)
 class JdbcSource:
@@ -34,8 +37,12 @@ def jdbc_source(sqlalchemy_url: str) -> JdbcSource:
         return JdbcSource(f"jdbc:sqlite:{u.database}", {"driver": "org.sqlite.JDBC"})
     if backend == "postgresql":
         # the window is bound as UTC times: a session in another zone (the server's or the
-        # role's default) would read them, and timestamptz columns, hours off
-        props = {"driver": "org.postgresql.Driver", "options": UTC_SESSION}
+        # role's default) would read them, and timestamptz columns, hours off. PostgreSQL's
+        # driver holds a query's whole result in memory unless it fetches through a cursor:
+        # with a fetch size Spark reads each slice in batches (its dialect turns autocommit
+        # off for that), so a slice of millions of ids does not have to fit in a task's heap
+        props = {"driver": "org.postgresql.Driver", "options": UTC_SESSION,
+                 "fetchsize": str(FETCH_ROWS)}
         if u.username:
             props["user"] = u.username
         if u.password:

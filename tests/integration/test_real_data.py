@@ -308,3 +308,37 @@ def test_uuid_ids_in_postgresql_are_the_json_strings(kafka: KafkaCluster, postgr
     assert findings(r) == [("loss", "consume", "topic->sink", 1)]
     [f] = [f for f in r["findings"] if f["kind"] == "loss"]
     assert scn.texts(f["ids"]) == [str(ids[0])]
+
+
+def test_a_postgresql_tier_arrives_through_a_cursor_in_batches_not_whole(
+        postgres: Any, spark: Any) -> None:
+    """PostgreSQL's driver holds a whole result in memory unless it fetches through a cursor:
+    a slice of millions of ids would have to fit in one task's heap. The server's log shows
+    each batch fetched from the query's portal."""
+    from datetime import timedelta
+
+    import sqlalchemy
+
+    from kafka_recon.config import SqlTier
+    from kafka_recon.sources.connections import resolve
+    from kafka_recon.sources.jdbc import FETCH_ROWS
+    from kafka_recon.spark.reconcile import read_sql_tier
+    from kafka_recon.window import Window
+
+    url = postgres.create_database("cursor_up")
+    rows = 3 * FETCH_ROWS
+    engine = sqlalchemy.create_engine(resolve(url))
+    with engine.begin() as c:
+        c.execute(sqlalchemy.text(
+            f"CREATE TABLE big AS SELECT g AS id, TIMESTAMP '{START:%Y-%m-%d %H:%M:%S}' "
+            f"+ g * INTERVAL '1 second' AS ts FROM generate_series(1, {rows}) g"))
+        c.execute(sqlalchemy.text("ALTER DATABASE cursor_up SET log_statement = 'all'"))
+    engine.dispose()
+    tier = SqlTier(name="big", type="sql", conn=url,
+                   ids="SELECT id, ts AS event_time FROM big WHERE ts >= :start AND ts < :end")
+    got = read_sql_tier(spark, tier, Window(START, START + timedelta(days=1)))
+    assert got.count() == rows
+    log = (postgres.base_dir / "log").read_text()
+    fetches = [line for line in log.splitlines()
+               if "execute fetch from" in line and "FROM big" in line]
+    assert len(fetches) >= rows // FETCH_ROWS - 1, "no batches: the whole result came at once"
