@@ -50,8 +50,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "parallel_gc_jit4": {"env": {
         "KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},
     "heap2g": {"spark": {"spark.driver.memory": "2g"}},
-    # the evidence's ids meet the tiers by a shuffle of both sides, however few they are
-    "shuffled_evidence": {"consts": {"kafka_recon.spark.reconcile.FEW_IDS": 0}},
     # "base" maps the class archive `make setup` made (kafka_recon.spark.classes), when it did
     "no_class_archive": {"env": {"KAFKA_RECON_CLASS_ARCHIVE": ""}},
 }

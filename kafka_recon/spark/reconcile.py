@@ -224,31 +224,15 @@ def rank_topic(topic_records: DataFrame) -> DataFrame:
         "rank", F.row_number().over(W.partitionBy("partition").orderBy("offset")))
 
 
-# at most this many ids of one finding are handed to every task (a few MB), never more
-FEW_IDS = 100_000
-
-
-def marked_ids(marked: DataFrame, few: bool) -> DataFrame:
-    """The marked ids, once each; when `few` (the driver knows how many from the tallies),
-    handed whole to every task, so that a tier's records meet them where they are instead of
-    being shuffled to them (at 1M records, a shuffle of the whole tier per evidence table)."""
-    from pyspark.sql import functions as F
-
-    ids = marked.select("id").distinct()
-    return F.broadcast(ids) if few else ids
-
-
-
-def runs_of(marked: DataFrame, ranked: DataFrame, few: bool = False) -> DataFrame:
+def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
     """Where in the topic the marked ids sit, as runs: (partition, first_offset, last_offset,
     records, first_ts, last_ts), a run being consecutive window records of one partition
     (`ranked`: `rank_topic`'s). An id at several offsets (a topic duplicate) marks each.
-    `few`: see `marked_ids`.
     """
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    hit = ranked.join(marked_ids(marked, few), "id", "left_semi")
+    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
     island = F.col("rank") - F.row_number().over(W.partitionBy("partition").orderBy("rank"))
     return (hit.withColumn("island", island).groupBy("partition", "island")
             .agg(F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
@@ -257,11 +241,11 @@ def runs_of(marked: DataFrame, ranked: DataFrame, few: bool = False) -> DataFram
             .drop("island"))
 
 
-def upstream_runs(marked: DataFrame, records: DataFrame, few: bool = False) -> DataFrame:
+def upstream_runs(marked: DataFrame, records: DataFrame) -> DataFrame:
     """Where the marked ids sit among an upstream tier's records in the order they were made
     (event time, then id), as runs: (first_id, last_id, records, first_time, last_time), a run
     being consecutive records all marked. Lost batches make long runs; records rejected one
-    by one (too large, unserializable) make isolated singles. `few`: see `marked_ids`."""
+    by one (too large, unserializable) make isolated singles."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
@@ -277,7 +261,7 @@ def upstream_runs(marked: DataFrame, records: DataFrame, few: bool = False) -> D
                   .alias("before")))
     ranked = local.join(F.broadcast(before), "minute").select(
         "id", "event_time", (F.col("before") + F.col("local")).alias("rank"))
-    hit = ranked.join(marked_ids(marked, few), "id", "left_semi")
+    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
     island = F.col("rank") - F.row_number().over(W.orderBy("rank"))
     return (hit.withColumn("island", island).groupBy("island")
             .agg(F.min_by("id", "rank").alias("first_id"), F.max_by("id", "rank").alias("last_id"),
@@ -305,16 +289,14 @@ def upstream_summary(runs: DataFrame) -> dict[str, Any]:
                          "last_time": _iso(r["last_time"])} for r in largest]}
 
 
-def copy_stamps(dup: DataFrame, topic_records: DataFrame, few: bool = False
-                ) -> dict[str, int]:
+def copy_stamps(dup: DataFrame, topic_records: DataFrame) -> dict[str, int]:
     """For ids the topic holds more than once: how many have every copy under one Kafka
     timestamp (the producer sent the very same record again: a client retry keeps the
     original's CreateTime), and how many copies carry their event time as their timestamp
-    (a producer that stamps records itself: then equal timestamps prove nothing). `few`: see
-    `marked_ids`."""
+    (a producer that stamps records itself: then equal timestamps prove nothing)."""
     from pyspark.sql import functions as F
 
-    per_id = (topic_records.join(marked_ids(dup, few), "id", "left_semi")
+    per_id = (topic_records.join(dup.select("id").distinct(), "id", "left_semi")
               .groupBy("id").agg(F.count_distinct("kafka_ts").alias("stamps"),
                                  F.max((F.col("kafka_ts") == F.col("event_time")).cast("int"))
                                  .alias("stamped")))
@@ -775,22 +757,21 @@ def _evidence(hop: dict[str, Any], a: Point, b: Point, found: dict[str, DataFram
     from kafka_recon.config import KafkaTier
 
     runs: dict[str, DataFrame] = {}
-    lost, dup = found["missing"], found["duplicate"]
-    few_lost, few_dup = (0 < hop[k] <= FEW_IDS for k in ("missing", "duplicate"))
     if isinstance(b.tier, KafkaTier):
         if hop["missing"]:
             if isinstance(a.tier, KafkaTier):  # from a topic: where the lost records sat
-                runs["missing_runs"] = runs_of(lost, ranked_a(), few_lost)
+                runs["missing_runs"] = runs_of(found["missing"], ranked_a())
             else:
-                hop["missing_shape"] = upstream_summary(upstream_runs(lost, upstream, few_lost))
+                hop["missing_shape"] = upstream_summary(upstream_runs(found["missing"],
+                                                                      upstream))
         if hop["duplicate"]:
-            runs["duplicate_runs"] = runs_of(dup, ranked_b(), few_dup)
-            hop["duplicate_stamps"] = copy_stamps(dup, ranked_b(), few_dup)
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_b())
+            hop["duplicate_stamps"] = copy_stamps(found["duplicate"], ranked_b())
     elif isinstance(a.tier, KafkaTier):
         if hop["missing"]:
-            runs["missing_runs"] = runs_of(lost, ranked_a(), few_lost)
+            runs["missing_runs"] = runs_of(found["missing"], ranked_a())
         if hop["duplicate"]:
-            runs["duplicate_runs"] = runs_of(dup, ranked_a(), few_dup)
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_a())
     return runs
 
 

@@ -373,29 +373,6 @@ def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession
                                          "stamped_with_event_time": 1}
 
 
-def test_few_marked_ids_are_handed_to_every_task_with_the_same_evidence(
-        spark: SparkSession) -> None:
-    """Few ids (the driver knows how many) meet the tier where it is, by a broadcast; the
-    evidence is the same as when both sides are shuffled."""
-    rows = [(str(i), at(i), i % 2, i, at(i)) for i in range(1, 21)] + [("3", at(3), 1, 30, at(3))]
-    topic = spark.createDataFrame(rows, TOPIC)
-    up = R.window_records(table(spark, [(str(i), at(i)) for i in range(1, 21)]), START, END,
-                          HOUR)
-    marked = table(spark, [("3", None), ("5", None), ("7", None), ("8", None)])
-
-    def plan(df: DataFrame) -> str:
-        return df._jdf.queryExecution().executedPlan().toString()
-
-    for few in (False, True):
-        assert ("BroadcastExchange" in plan(R.marked_ids(marked, few).join(topic, "id"))) == few
-    ranked = R.rank_topic(topic)
-    assert sorted(R.runs_of(marked, ranked, True).collect()) == \
-        sorted(R.runs_of(marked, ranked).collect())
-    assert sorted(R.upstream_runs(marked, up, True).collect()) == \
-        sorted(R.upstream_runs(marked, up).collect())
-    assert R.copy_stamps(marked, topic, True) == R.copy_stamps(marked, topic)
-
-
 def test_a_counter_that_missed_a_delivered_batch_gives_way_to_the_id_tiers(
         spark: SparkSession, tmp_path: Path) -> None:
     """An agent killed after delivering a batch it never counted drained: its counters say
