@@ -80,16 +80,19 @@ prometheus:
 	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; } || \
 	  { echo "prometheus not found: apt-get install prometheus (Debian's package)"; exit 2; }
 
-# under make test a missing chromium fails the screenshot test instead of skipping it
+# under make test a missing chromium fails the screenshot test instead of skipping it, and a
+# class archive setup could not make fails its test instead of being made there
 test: setup postgres chromium prometheus
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
-	KAFKA_RECON_REQUIRE_CHROMIUM=1 $(PY) -m pytest -m integration $(PYTEST_ARGS)
+	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
+	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 test-integration: setup postgres chromium prometheus
-	KAFKA_RECON_REQUIRE_CHROMIUM=1 $(PY) -m pytest -m integration $(PYTEST_ARGS)
+	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
+	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 # speed and memory goals: never timed tests. The whole table (three sizes, three masters, the
 # code before issue 15 as reader g from a worktree) takes about an hour on 2 cores;
