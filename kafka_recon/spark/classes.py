@@ -61,9 +61,10 @@ def train(spark: SparkSession, work: Path) -> None:
 
     from pyspark.sql import functions as F
 
-    from kafka_recon.config import RecordSpec
+    from kafka_recon.config import RecordSpec, SqlTier
     from kafka_recon.spark import reconcile as rc
     from kafka_recon.spark import replay as rp
+    from kafka_recon.window import Window
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
     end = start + timedelta(hours=1)
@@ -88,20 +89,18 @@ def train(spark: SparkSession, work: Path) -> None:
     with sqlite3.connect(db) as c:
         c.execute("CREATE TABLE t (id INTEGER, event_time TEXT)")
         c.executemany("INSERT INTO t VALUES (?, ?)",
-                      [(i, (start + timedelta(seconds=i % 3600)).isoformat())
+                      [(i, f"{start + timedelta(seconds=i % 3600):%Y-%m-%d %H:%M:%S}")
                        for i in range(0, n, 2)])
-    upstream = (spark.read.jdbc(f"jdbc:sqlite:{db}",
-                                "(SELECT CAST(id AS TEXT) AS id, event_time FROM t) q",
-                                predicates=["id < 5000", "id >= 5000"],
-                                properties={"driver": "org.sqlite.JDBC",
-                                            "customSchema": "id STRING"})
-                .select("id", F.to_timestamp("event_time").alias("event_time")))
+    # the upstream read the way a run reads a sql tier, slices and all
+    upstream = rc.read_sql_tier(spark, SqlTier(
+        name="upstream", type="sql", conn=f"sqlite:///{db}",
+        ids="SELECT id, event_time FROM t WHERE event_time >= :start AND event_time < :end"),
+        Window(start, end))
 
     tiers = [rc.window_records(df, start, end, 60) for df in (upstream, topic)]
     rc._tallied(rc.reduce_union([
         rc.record_marks(topic, 1, start, end, 60, "kafka_ts", True),
-        rc.record_marks(upstream.withColumn("reason", F.lit(None).cast("string")), 0, start,
-                        end, 60, "event_time", False)]))
+        rc.record_marks(upstream, 0, start, end, 60, "event_time", False)]))
     compared = rc.compare(tiers).cache()
     marked = rc.marks(compared, 2, [(0, 1, [0])])
     rc._tallied(marked)
