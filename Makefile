@@ -51,8 +51,9 @@ demo: setup
 ui: setup postgres
 	$(PY) -m harness.demo.ui
 
-# the loss drill: all fifteen scenarios on a real three-broker cluster and a Flume agent;
-# writes docs/drill.md and docs/drill.json. DRILL_ARGS="--scenario S2 S5" for a subset.
+# the loss drill: all nineteen scenarios on a real three-broker cluster and a Flume agent;
+# writes docs/drill.md and docs/drill.json. DRILL_ARGS="--scenario S2 S5" for a subset, whose
+# matrix goes to drill-out/ (a partial run never replaces the published one)
 DRILL_ARGS ?=
 drill: setup
 	$(PY) -m kafka_recon drill $(DRILL_ARGS)
@@ -60,7 +61,7 @@ drill: setup
 # S2, S5 and S12 on a secured cluster (SASL_SSL, mTLS, ACLs), kafka-recon reading over SASL_SSL as
 # a least-privilege principal; writes docs/drill-secured.md
 drill-secured: setup
-	$(PY) -m kafka_recon drill --secured --scenario S2 S5 S12 $(DRILL_ARGS)
+	$(PY) -m kafka_recon drill --secured --scenario S2 S5 S12 --docs docs $(DRILL_ARGS)
 
 # the integration tier runs a private PostgreSQL from Debian's package
 postgres:

@@ -117,6 +117,17 @@ def _audit(a: argparse.Namespace) -> int:
     return EXIT_FINDINGS if high else EXIT_OK
 
 
+def drill_docs(a: argparse.Namespace, published: Path) -> Path | None:
+    """Where the drill's matrix goes: `--docs`, else the published folder for the whole drill;
+    a subset of scenarios writes into its work folder, so that trying one scenario never
+    replaces the published matrix with a partial one."""
+    if a.no_docs:
+        return None
+    if a.docs is not None:
+        return Path(a.docs)
+    return Path(a.out) if a.scenario else published
+
+
 def _drill(a: argparse.Namespace) -> int:
     try:  # the drill proves the product; it ships with the repository, not the package
         from harness.drill.matrix import default_docs, run_drill
@@ -127,8 +138,7 @@ def _drill(a: argparse.Namespace) -> int:
         raise UsageError("--repeat and --attempts must be at least 1")
     try:
         rows = run_drill(a.scenario, a.out, repeat=a.repeat, attempts=a.attempts,
-                         docs=None if a.no_docs else (a.docs or default_docs()),
-                         secured=a.secured)
+                         docs=drill_docs(a, default_docs()), secured=a.secured)
     except ValueError as exc:  # an unknown scenario id
         raise UsageError(str(exc)) from exc
     return EXIT_OK if all(r["result"] == "pass" for r in rows) else EXIT_FINDINGS
@@ -169,13 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     au.add_argument("--flow", help="only this flow")
     d = sub.add_parser("drill", help="make every loss scenario happen on a real cluster and "
                        "check the reconciliation finds it")
-    d.add_argument("--scenario", nargs="+", help="scenario ids (default: all, S1-S15)")
+    d.add_argument("--scenario", nargs="+", help="scenario ids (default: every one, S1-S19)")
     d.add_argument("--repeat", type=int, default=5, help="runs of each negative control "
                    "(S11, S12), default 5")
     d.add_argument("--attempts", type=int, default=3, help="re-runs of a scenario whose fault "
                    "did not bite, default 3")
     d.add_argument("--out", type=Path, default=Path("drill-out"), help="work folder (replaced)")
-    d.add_argument("--docs", type=Path, help="where drill.md and drill.json go (default docs/)")
+    d.add_argument("--docs", type=Path, help="where drill.md and drill.json go (default: docs/ "
+                   "for the whole drill, the work folder for a --scenario subset)")
     d.add_argument("--no-docs", action="store_true", help="print the matrix only")
     d.add_argument("--secured", action="store_true",
                    help="a secured cluster (SASL_SSL, mTLS, ACLs) read over SASL_SSL; writes "

@@ -64,3 +64,24 @@ def test_an_unknown_scenario_is_refused_with_the_known_ones(capsys: pytest.Captu
     assert main(["drill", "--scenario", "S99", "--no-docs"]) == EXIT_ERROR
     err = capsys.readouterr().err
     assert "unknown scenario(s) S99" in err and "S1, S2" in err
+
+
+def test_a_subset_of_scenarios_writes_its_matrix_into_its_work_folder_not_the_published_one(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from kafka_recon.faces.cli import drill_docs
+
+    published, out = tmp_path / "docs", tmp_path / "drill-out"
+
+    def where(**given: object) -> object:
+        a = argparse.Namespace(**{"scenario": None, "out": out, "docs": None, "no_docs": False,
+                                  **given})
+        return drill_docs(a, published)
+
+    assert where() == published  # the whole drill
+    assert where(scenario=["S2"]) == out
+    assert where(scenario=["S2"], docs=tmp_path / "elsewhere") == tmp_path / "elsewhere"
+    assert where(docs=tmp_path / "elsewhere") == tmp_path / "elsewhere"
+    assert where(no_docs=True) is None
+    assert where(scenario=["S2", "S5"], no_docs=True) is None
