@@ -281,6 +281,19 @@ def _runs(s: Stack, dag_id: str, **query: str) -> list[dict[str, Any]]:
     return list(body["dag_runs"])
 
 
+def _hours_without_demo_data(s: Stack) -> list[datetime]:
+    """Three consecutive whole hours that are over, the hourly flow's grace (1m) included, and
+    hold none of the demo data (ok windows): the latest three, or the three before the demo's
+    day when the latest reach back into it (a run in the first hours of a UTC day)."""
+    data_start, data_end = (datetime.fromisoformat(t) for t in (s.start, s.end))
+    newest_end = (datetime.now(UTC) - timedelta(minutes=1)).replace(
+        minute=0, second=0, microsecond=0)
+    first = newest_end - timedelta(hours=3)
+    if first < data_end and newest_end > data_start:
+        first = data_start - timedelta(hours=3)
+    return [first + timedelta(hours=k) for k in range(3)]
+
+
 def test_a_backfill_of_three_hourly_windows_reconciles_each_and_updates_the_flows_asset(
         stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]]) -> None:
     """A flow with `window: 1h` gets an hourly DAG; three past hours backfilled through the
@@ -290,11 +303,7 @@ def test_a_backfill_of_three_hourly_windows_reconciles_each_and_updates_the_flow
 
     for dag in (f"after_{FLOW}", f"after_{HOURLY}"):
         stack.airflow.unpause(dag)
-    while datetime.now(UTC).minute < 1:  # the newest hour's grace (1m) must be over
-        time.sleep(5)
-    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    windows = [hour - timedelta(hours=k) for k in (3, 2, 1)]  # no demo data: ok windows
-    iso = [w.strftime("%Y-%m-%dT%H:%M:%SZ") for w in windows]
+    iso = [w.strftime("%Y-%m-%dT%H:%M:%SZ") for w in _hours_without_demo_data(stack)]
     code, backfill = stack.airflow.api("POST", "/backfills", {
         "dag_id": f"recon__{HOURLY}", "from_date": iso[0], "to_date": iso[-1],
         "max_active_runs": 3, "reprocess_behavior": "none"})
