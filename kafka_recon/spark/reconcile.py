@@ -214,14 +214,36 @@ def per_bucket(df: DataFrame, value: str | None = None) -> DataFrame:
     return df.groupBy("bucket").agg(agg.alias("n"))
 
 
-def rank_topic(topic_records: DataFrame) -> DataFrame:
+def rank_topic(topic_records: DataFrame,
+               spans: dict[str, dict[str, int]] | None = None) -> DataFrame:
     """The topic's window records with their rank by offset among their partition's: offsets
-    skipped by transaction markers or compaction then do not split a run."""
+    skipped by transaction markers or compaction then do not split a run.
+
+    `spans` (the tallies' per partition: records, first and last offset of the same window
+    records) spare the sort where it can: a partition whose window records fill their offset
+    span has no gap, so a record's rank is its offset's distance from the first. Only the
+    partitions with gaps are sorted (and the result is then worth caching: `needs_sort`)."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    return topic_records.select("id", "partition", "offset", "kafka_ts", "event_time").withColumn(
-        "rank", F.row_number().over(W.partitionBy("partition").orderBy("offset")))
+    cols = topic_records.select("id", "partition", "offset", "kafka_ts", "event_time")
+    gapless = {int(p): s["first_offset"] for p, s in (spans or {}).items()
+               if s["records"] == s["last_offset"] - s["first_offset"] + 1}
+    sorted_rank = F.row_number().over(W.partitionBy("partition").orderBy("offset")).cast("long")
+    if not gapless:
+        return cols.withColumn("rank", sorted_rank)
+    first = F.create_map(*[F.lit(x) for p, o in sorted(gapless.items()) for x in (p, o)])
+    filled = F.col("partition").isin(list(gapless))
+    ranked = cols.where(filled).withColumn(
+        "rank", F.col("offset") - F.element_at(first, F.col("partition")) + 1)
+    if len(gapless) == len(spans or {}):
+        return ranked
+    return ranked.unionByName(cols.where(~filled).withColumn("rank", sorted_rank))
+
+
+def needs_sort(spans: dict[str, dict[str, int]]) -> bool:
+    """Whether `rank_topic` sorts some partition of the topic (one with an offset gap)."""
+    return any(s["records"] != s["last_offset"] - s["first_offset"] + 1 for s in spans.values())
 
 
 def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
@@ -663,7 +685,9 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             """A topic's records ranked per partition: ranked once, for every hop."""
             def get() -> DataFrame:
                 if k not in ranks:
-                    ranks[k] = keep(rank_topic(records[k]))
+                    ranks[k] = rank_topic(records[k], spans[k])
+                    if needs_sort(spans[k]):  # a sort is worth keeping for every hop
+                        ranks[k] = keep(ranks[k])
                 return ranks[k]
             return get
 

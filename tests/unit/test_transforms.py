@@ -344,6 +344,36 @@ def test_runs_group_marked_records_by_consecutive_window_records_per_partition(
     assert summary["largest"][0]["first_offset"] == 3
 
 
+def test_runs_rank_gapless_partitions_by_offset_without_a_sort_and_sort_the_rest(
+        spark: SparkSession) -> None:
+    # partition 0 has a gap (a marker at 2), partition 1 fills its span, partition 2 starts late
+    rows = [(str(i), at(i), 0, o, at(i)) for i, o in enumerate([0, 1, 3, 4])]
+    rows += [(f"b{o}", at(o), 1, o, at(o)) for o in range(5)]
+    rows += [(f"c{o}", at(o), 2, o, at(o)) for o in range(100, 104)]
+    topic = spark.createDataFrame(rows, TOPIC)
+    spans = {"0": {"records": 4, "first_offset": 0, "last_offset": 4},
+             "1": {"records": 5, "first_offset": 0, "last_offset": 4},
+             "2": {"records": 4, "first_offset": 100, "last_offset": 103}}
+    assert R.needs_sort(spans) and not R.needs_sort({k: spans[k] for k in ("1", "2")})
+    ranks = {(r["partition"], r["offset"]): r["rank"]
+             for r in R.rank_topic(topic, spans).collect()}
+    assert ranks == {(r[2], r[3]): k + 1 for rows_of in ([r for r in rows if r[2] == p]
+                                                         for p in (0, 1, 2))
+                     for k, r in enumerate(rows_of)}
+    marked = table(spark, [("1", None), ("2", None), ("b1", None), ("b2", None), ("b4", None),
+                           ("c101", None), ("c102", None), ("c103", None)])
+
+    def runs(ranked: DataFrame) -> list[tuple[int, int, int, int]]:
+        return sorted((r["partition"], r["first_offset"], r["last_offset"], r["records"])
+                      for r in R.runs_of(marked, ranked).collect())
+
+    want = [(0, 1, 3, 2), (1, 1, 2, 2), (1, 4, 4, 1), (2, 101, 103, 3)]
+    assert runs(R.rank_topic(topic)) == want  # every partition sorted
+    assert runs(R.rank_topic(topic, spans)) == want
+    gapless = topic.where("partition > 0")
+    assert runs(R.rank_topic(gapless, {k: spans[k] for k in ("1", "2")})) == want[1:]
+
+
 def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
         spark: SparkSession) -> None:
     # ids made in time order, except "x" made between 3 and 4; ids tie-break equal times
