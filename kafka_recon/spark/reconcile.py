@@ -227,8 +227,7 @@ def rank_topic(topic_records: DataFrame,
     from pyspark.sql import functions as F
 
     cols = topic_records.select("id", "partition", "offset", "kafka_ts", "event_time")
-    gapless = {int(p): s["first_offset"] for p, s in (spans or {}).items()
-               if s["records"] == s["last_offset"] - s["first_offset"] + 1}
+    gapless = {int(p): s["first_offset"] for p, s in (spans or {}).items() if _fills(s)}
     sorted_rank = F.row_number().over(W.partitionBy("partition").orderBy("offset")).cast("long")
     if not gapless:
         return cols.withColumn("rank", sorted_rank)
@@ -243,7 +242,13 @@ def rank_topic(topic_records: DataFrame,
 
 def needs_sort(spans: dict[str, dict[str, int]]) -> bool:
     """Whether `rank_topic` sorts some partition of the topic (one with an offset gap)."""
-    return any(s["records"] != s["last_offset"] - s["first_offset"] + 1 for s in spans.values())
+    return not all(_fills(s) for s in spans.values())
+
+
+def _fills(span: dict[str, int]) -> bool:
+    """Whether a partition's window records fill their offset span: no offset between the
+    first and the last is missing."""
+    return span["records"] == span["last_offset"] - span["first_offset"] + 1
 
 
 def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
