@@ -106,9 +106,9 @@ def train(spark: SparkSession, work: Path) -> None:
     rc._tallied(marked)
     found = marked.where(F.col("kind") == "unexpected")
     ranked = rc.rank_topic(tiers[1])
-    rc.run_summaries({"runs": rc.runs_of(found, ranked)})
-    rc.upstream_summary(rc.upstream_runs(found, tiers[0]))
-    rc.copy_stamps(found, ranked)
+    rc.summaries({"runs": rc.runs_of(found, ranked),
+                  "shape": rc.upstream_runs(found, tiers[0]),
+                  "copies": rc.copies_of(found, ranked)})
     rc.write_id_files(spark, [rc.IdFile(work / "ids.csv", ("id",),
                                         rc.id_rows(found, ["id"], "id"))], work / "parts")
 

@@ -298,22 +298,22 @@ def upstream_runs(marked: DataFrame, records: DataFrame) -> DataFrame:
 
 
 def upstream_summary(runs: DataFrame) -> dict[str, Any]:
-    """The runs' totals, how many are single records, their time span, and the largest."""
+    """An upstream's runs (`upstream_runs`): their totals, how many are single records, their
+    time span, and the largest."""
+    return summaries({"runs": runs})["runs"]
+
+
+def copies_of(dup: DataFrame, topic_records: DataFrame) -> DataFrame:
+    """Per id the topic holds more than once: whether every copy has one Kafka timestamp
+    (`same`) and whether a copy carries its event time as its timestamp (`stamped`)."""
     from pyspark.sql import functions as F
 
-    runs = runs.cache()  # a few rows, read twice
-    t = runs.agg(F.count(F.lit(1)).alias("runs"), F.sum("records").alias("records"),
-                 F.sum(F.when(F.col("records") == 1, 1).otherwise(0)).alias("singles"),
-                 F.min("first_time").alias("first_time"),
-                 F.max("last_time").alias("last_time")).collect()[0]
-    largest = runs.orderBy(F.desc("records"), "first_time").limit(MAX_RUNS).collect()
-    runs.unpersist()
-    return {"runs": int(t["runs"]), "records": int(t["records"] or 0),
-            "singles": int(t["singles"] or 0), "first_time": _iso(t["first_time"]),
-            "last_time": _iso(t["last_time"]),
-            "largest": [{"first_id": str(r["first_id"]), "last_id": str(r["last_id"]),
-                         "records": int(r["records"]), "first_time": _iso(r["first_time"]),
-                         "last_time": _iso(r["last_time"])} for r in largest]}
+    # min == max: one timestamp for every copy, without a distinct count's extra shuffle
+    return (topic_records.join(dup.select("id").distinct(), "id", "left_semi")
+            .groupBy("id").agg((F.min("kafka_ts") == F.max("kafka_ts")).cast("long")
+                               .alias("same"),
+                               F.max((F.col("kafka_ts") == F.col("event_time")).cast("long"))
+                               .alias("stamped")))
 
 
 def copy_stamps(dup: DataFrame, topic_records: DataFrame) -> dict[str, int]:
@@ -321,57 +321,93 @@ def copy_stamps(dup: DataFrame, topic_records: DataFrame) -> dict[str, int]:
     timestamp (the producer sent the very same record again: a client retry keeps the
     original's CreateTime), and how many copies carry their event time as their timestamp
     (a producer that stamps records itself: then equal timestamps prove nothing)."""
-    from pyspark.sql import functions as F
-
-    per_id = (topic_records.join(dup.select("id").distinct(), "id", "left_semi")
-              .groupBy("id").agg(F.count_distinct("kafka_ts").alias("stamps"),
-                                 F.max((F.col("kafka_ts") == F.col("event_time")).cast("int"))
-                                 .alias("stamped")))
-    row = per_id.agg(F.count(F.lit(1)).alias("ids"),
-                     F.sum(F.when(F.col("stamps") == 1, 1).otherwise(0)).alias("same"),
-                     F.sum("stamped").alias("stamped")).collect()[0]
-    return {"ids": int(row["ids"]), "same_timestamp": int(row["same"] or 0),
-            "stamped_with_event_time": int(row["stamped"] or 0)}
+    return summaries({"copies": copies_of(dup, topic_records)})["copies"]
 
 
 MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
 
 
 def run_summary(runs: DataFrame) -> dict[str, Any]:
-    """The runs' totals and the largest of them (at most MAX_RUNS rows to the driver)."""
-    return run_summaries({"runs": runs})["runs"]
+    """A topic's runs (`runs_of`): their totals and the largest of them."""
+    return summaries({"runs": runs})["runs"]
 
 
-def run_summaries(tables: dict[K, DataFrame]) -> dict[K, dict[str, Any]]:
-    """`run_summary` of several run tables at once: two jobs however many hops need one."""
+# every evidence table's columns, in one shape: a topic's runs (`runs_of`), an upstream's
+# (`upstream_runs`), and duplicate copies' stamps (`copies_of`) each fill theirs
+EVIDENCE_COLUMNS = {
+    "partition": "int", "first_offset": "long", "last_offset": "long", "first_ts": "timestamp",
+    "last_ts": "timestamp", "first_id": "string", "last_id": "string",
+    "first_time": "timestamp", "last_time": "timestamp", "records": "long", "same": "long",
+    "stamped": "long"}
+
+
+def summaries(tables: dict[K, DataFrame]) -> dict[K, dict[str, Any]]:
+    """Every evidence table of a run summarised in one Spark job, whatever hops need them:
+    for runs, their totals and the largest (at most MAX_RUNS rows each to the driver); for
+    copies (`copies_of`), how many ids, how many under one timestamp, how many stamped with
+    their event time. A table's kind is told by its columns."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
     if not tables:
         return {}
     keys = list(tables)  # each table tagged by its place among them
-    runs = reduce_union([df.withColumn("of", F.lit(i))
-                         for i, df in enumerate(tables.values())]).cache()
-    try:
-        totals = runs.groupBy("of").agg(F.count(F.lit(1)).alias("runs"),
-                                        F.sum("records").alias("records"),
-                                        F.count_distinct("partition").alias("partitions"))
-        out: dict[K, dict[str, Any]] = {
-            k: {"runs": 0, "records": 0, "partitions": 0, "largest": []} for k in keys}
-        for t in totals.collect():
-            out[keys[t["of"]]].update(runs=int(t["runs"]), records=int(t["records"] or 0),
-                                partitions=int(t["partitions"]))
-        order = W.partitionBy("of").orderBy(F.desc("records"), "partition", "first_offset")
-        largest = (runs.withColumn("n", F.row_number().over(order))
-                   .where(F.col("n") <= MAX_RUNS).orderBy("of", "n").collect())
-        for r in largest:
-            out[keys[r["of"]]]["largest"].append(
+    kinds = ["copies" if "same" in df.columns else "upstream" if "first_id" in df.columns
+             else "runs" for df in tables.values()]
+    rows = reduce_union([
+        df.select(*[(F.col(c) if c in df.columns else F.lit(None)).cast(t).alias(c)
+                    for c, t in EVIDENCE_COLUMNS.items()], F.lit(i).alias("of"))
+        for i, df in enumerate(tables.values())])
+    every = W.partitionBy("of")
+    order = every.orderBy(F.desc("records"), "partition", "first_offset", "first_time",
+                          "first_id")
+    # totals ride along every row kept, so that one job answers all: the largest runs of each
+    # table, and a copies table's first row (nothing of it but its totals is read)
+    n = F.row_number().over(order)
+    kept = rows.select(
+        "*", n.alias("n"), F.count(F.lit(1)).over(every).alias("t_rows"),
+        F.sum("records").over(every).alias("t_records"),
+        F.size(F.collect_set("partition").over(every)).alias("t_partitions"),
+        F.sum((F.col("records") == 1).cast("long")).over(every).alias("t_singles"),
+        F.min("first_time").over(every).alias("t_first_time"),
+        F.max("last_time").over(every).alias("t_last_time"),
+        F.sum("same").over(every).alias("t_same"),
+        F.sum("stamped").over(every).alias("t_stamped"),
+    ).where((F.col("n") == 1) | (F.col("records").isNotNull() & (F.col("n") <= MAX_RUNS)))
+    out: dict[K, dict[str, Any]] = {}
+    for k, kind in zip(keys, kinds, strict=True):
+        out[k] = {"ids": 0, "same_timestamp": 0, "stamped_with_event_time": 0} \
+            if kind == "copies" else \
+            {"runs": 0, "records": 0, "singles": 0, "first_time": None, "last_time": None,
+             "largest": []} if kind == "upstream" else \
+            {"runs": 0, "records": 0, "partitions": 0, "largest": []}
+    # a few rows per table, put in order here: a sort by Spark would cost a job of its own
+    for r in sorted(kept.collect(), key=lambda r: (r["of"], r["n"])):
+        k, kind = keys[r["of"]], kinds[r["of"]]
+        into = out[k]
+        if r["n"] == 1:
+            if kind == "copies":
+                into.update(ids=int(r["t_rows"]), same_timestamp=int(r["t_same"] or 0),
+                            stamped_with_event_time=int(r["t_stamped"] or 0))
+                continue
+            into.update(runs=int(r["t_rows"]), records=int(r["t_records"] or 0))
+            if kind == "upstream":
+                into.update(singles=int(r["t_singles"] or 0),
+                            first_time=_iso(r["t_first_time"]),
+                            last_time=_iso(r["t_last_time"]))
+            else:
+                into["partitions"] = int(r["t_partitions"])
+        if kind == "upstream":
+            into["largest"].append(
+                {"first_id": str(r["first_id"]), "last_id": str(r["last_id"]),
+                 "records": int(r["records"]), "first_time": _iso(r["first_time"]),
+                 "last_time": _iso(r["last_time"])})
+        else:
+            into["largest"].append(
                 {"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
                  "last_offset": int(r["last_offset"]), "records": int(r["records"]),
                  "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])})
-        return out
-    finally:
-        runs.unpersist()
+    return out
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -755,7 +791,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                              _evidence(hop, a, b, found, ranked(slot[i]), ranked(slot[i + 1]),
                                        records[slot[i]]).items()})
             hops.append(hop)
-        for (at, key), summary in run_summaries(runs).items():
+        for (at, key), summary in summaries(runs).items():
             hops[at][key] = summary
         # every id file of every hop and tier, in one job
         write_id_files(spark, files, folder.path / ".ids.parts")
@@ -781,8 +817,8 @@ def _evidence(hop: dict[str, Any], a: Point, b: Point, found: dict[str, DataFram
     records' shape in the upstream's own order (the upstream's ranks, when it is a topic
     too), and where the copies of a duplicate sit in the topic and under which timestamps.
     `ranked_a` and `ranked_b` give each end's records ranked per partition, when it is a topic
-    (ranked once for every hop that needs them). Returns the run tables to summarise under
-    the hop's keys (`run_summaries`, all hops at once)."""
+    (ranked once for every hop that needs them). Returns the evidence tables to summarise
+    under the hop's keys (`summaries`, every hop's in one job)."""
     from kafka_recon.config import KafkaTier
 
     runs: dict[str, DataFrame] = {}
@@ -791,11 +827,10 @@ def _evidence(hop: dict[str, Any], a: Point, b: Point, found: dict[str, DataFram
             if isinstance(a.tier, KafkaTier):  # from a topic: where the lost records sat
                 runs["missing_runs"] = runs_of(found["missing"], ranked_a())
             else:
-                hop["missing_shape"] = upstream_summary(upstream_runs(found["missing"],
-                                                                      upstream))
+                runs["missing_shape"] = upstream_runs(found["missing"], upstream)
         if hop["duplicate"]:
             runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_b())
-            hop["duplicate_stamps"] = copy_stamps(found["duplicate"], ranked_b())
+            runs["duplicate_stamps"] = copies_of(found["duplicate"], ranked_b())
     elif isinstance(a.tier, KafkaTier):
         if hop["missing"]:
             runs["missing_runs"] = runs_of(found["missing"], ranked_a())

@@ -403,6 +403,37 @@ def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession
                                          "stamped_with_event_time": 1}
 
 
+def test_evidence_tables_of_every_kind_summarised_together_say_what_each_says_alone(
+        spark: SparkSession) -> None:
+    rows = [(str(i), at(i), i % 2, i // 2, at(i)) for i in range(12)]
+    rows += [("3", at(3), 1, 40, at(3)), ("4", at(4), 0, 41, at(30))]  # two copies
+    topic = spark.createDataFrame(rows, TOPIC)
+    up = R.window_records(table(spark, [(str(i), at(i)) for i in range(12)]), START, END, HOUR)
+    marked = table(spark, [(str(i), None) for i in (1, 3, 5, 6, 8, 9, 11)])
+    dup = table(spark, [("3", None), ("4", None)])
+    empty = table(spark, [])
+    tables = {"runs": R.runs_of(marked, R.rank_topic(topic)),
+              "shape": R.upstream_runs(marked, up), "copies": R.copies_of(dup, topic),
+              "none": R.runs_of(empty, R.rank_topic(topic)),
+              "no_shape": R.upstream_runs(empty, up), "no_copies": R.copies_of(empty, topic)}
+    together = R.summaries(tables)
+    assert together == {k: R.summaries({k: df})[k] for k, df in tables.items()}
+    # partition 1 holds 1, 3, 5 | 9, 11 and 3's copy (offsets 0-2, 4, 5, 40: the copy
+    # follows 11); partition 0 holds 6, 8 (offsets 3, 4)
+    assert (together["runs"]["runs"], together["runs"]["records"],
+            together["runs"]["partitions"]) == (3, 8, 2)
+    assert together["runs"]["largest"][0] == {
+        "partition": 1, "first_offset": 0, "last_offset": 2, "records": 3,
+        "first_ts": "2026-11-20T00:01:00Z", "last_ts": "2026-11-20T00:05:00Z"}
+    # in the upstream's order: 1 | 3 | 5, 6 | 8, 9 | 11
+    assert (together["shape"]["runs"], together["shape"]["singles"]) == (5, 3)
+    assert together["shape"]["largest"][0]["records"] == 2
+    assert together["copies"] == {"ids": 2, "same_timestamp": 1, "stamped_with_event_time": 2}
+    assert together["none"] == {"runs": 0, "records": 0, "partitions": 0, "largest": []}
+    assert together["no_shape"]["runs"] == 0 and together["no_shape"]["largest"] == []
+    assert together["no_copies"]["ids"] == 0
+
+
 def test_a_counter_that_missed_a_delivered_batch_gives_way_to_the_id_tiers(
         spark: SparkSession, tmp_path: Path) -> None:
     """An agent killed after delivering a batch it never counted drained: its counters say
