@@ -374,22 +374,15 @@ def summaries(tables: dict[K, DataFrame]) -> dict[K, dict[str, Any]]:
         F.sum("same").over(every).alias("t_same"),
         F.sum("stamped").over(every).alias("t_stamped"),
     ).where((F.col("n") == 1) | (F.col("records").isNotNull() & (F.col("n") <= MAX_RUNS)))
-    out: dict[K, dict[str, Any]] = {}
-    for k, kind in zip(keys, kinds, strict=True):
-        out[k] = {"ids": 0, "same_timestamp": 0, "stamped_with_event_time": 0} \
-            if kind == "copies" else \
-            {"runs": 0, "records": 0, "singles": 0, "first_time": None, "last_time": None,
-             "largest": []} if kind == "upstream" else \
-            {"runs": 0, "records": 0, "partitions": 0, "largest": []}
+    out = {k: _empty_summary(kind) for k, kind in zip(keys, kinds, strict=True)}
     # a few rows per table, put in order here: a sort by Spark would cost a job of its own
     for r in sorted(kept.collect(), key=lambda r: (r["of"], r["n"])):
-        k, kind = keys[r["of"]], kinds[r["of"]]
-        into = out[k]
+        kind, into = kinds[r["of"]], out[keys[r["of"]]]
+        if kind == "copies":
+            into.update(ids=int(r["t_rows"]), same_timestamp=int(r["t_same"] or 0),
+                        stamped_with_event_time=int(r["t_stamped"] or 0))
+            continue
         if r["n"] == 1:
-            if kind == "copies":
-                into.update(ids=int(r["t_rows"]), same_timestamp=int(r["t_same"] or 0),
-                            stamped_with_event_time=int(r["t_stamped"] or 0))
-                continue
             into.update(runs=int(r["t_rows"]), records=int(r["t_records"] or 0))
             if kind == "upstream":
                 into.update(singles=int(r["t_singles"] or 0),
@@ -397,17 +390,24 @@ def summaries(tables: dict[K, DataFrame]) -> dict[K, dict[str, Any]]:
                             last_time=_iso(r["t_last_time"]))
             else:
                 into["partitions"] = int(r["t_partitions"])
-        if kind == "upstream":
-            into["largest"].append(
-                {"first_id": str(r["first_id"]), "last_id": str(r["last_id"]),
-                 "records": int(r["records"]), "first_time": _iso(r["first_time"]),
-                 "last_time": _iso(r["last_time"])})
-        else:
-            into["largest"].append(
-                {"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
-                 "last_offset": int(r["last_offset"]), "records": int(r["records"]),
-                 "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])})
+        into["largest"].append(
+            {"first_id": str(r["first_id"]), "last_id": str(r["last_id"]),
+             "records": int(r["records"]), "first_time": _iso(r["first_time"]),
+             "last_time": _iso(r["last_time"])} if kind == "upstream" else
+            {"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
+             "last_offset": int(r["last_offset"]), "records": int(r["records"]),
+             "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])})
     return out
+
+
+def _empty_summary(kind: str) -> dict[str, Any]:
+    """What `summaries` says of an empty table of this kind."""
+    if kind == "copies":
+        return {"ids": 0, "same_timestamp": 0, "stamped_with_event_time": 0}
+    if kind == "upstream":
+        return {"runs": 0, "records": 0, "singles": 0, "first_time": None, "last_time": None,
+                "largest": []}
+    return {"runs": 0, "records": 0, "partitions": 0, "largest": []}
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -603,9 +603,10 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     or, when the steps ran apart, from their Parquet folders.
 
     The plan: each id tier is read once and cached; one job tallies their records (per bucket,
-    unidentifiable, late) and one their spans per partition; one grouping by id (`compare`)
-    answers every hop, and one job tallies it; one job writes every id file. The evidence of a
-    cause costs a few more jobs, only for a hop with findings.
+    unidentifiable, late, and a topic's span per partition); one grouping by id (`compare`)
+    answers every hop, and one job tallies it; one job summarises the evidence of causes of
+    every hop with findings (`summaries`; the upstream's records per minute, which a write
+    loss's shape needs, are one more); one job writes every id file.
     """
     from dataclasses import replace
 
