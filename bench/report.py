@@ -131,6 +131,13 @@ def targets(doc: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                 out.append((f"{what} peak RSS within {limit:.0%} from {n1} to {nl}",
                             f"{lo:.0f} MB -> {hi:.0f} MB ({change:+.1%})",
                             abs(change) <= limit))
+    # the aim of "fewer than 15 Spark jobs per run", from d's timings.json at every size
+    jobs = [t["spark_jobs"]["total"] for s in sizes
+            for t in s["results"].get("d_kafka_recon", {}).get("timings") or []
+            if "spark_jobs" in t]
+    out.append(("Spark jobs per run of d < 15 (the aim), at every size",
+                f"{max(jobs)} at most ({len(jobs)} runs)" if jobs else "not counted",
+                max(jobs) < 15 if jobs else None))
     same = [s["same_answer"].get("all_equal") for s in sizes if s.get("same_answer")]
     out.append(("every reader names the same ids as d, at every size",
                 f"{sum(1 for x in same if x)} of {len(same)} sizes", all(same) if same

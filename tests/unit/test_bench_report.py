@@ -12,9 +12,12 @@ from bench import report
 pytestmark = pytest.mark.unit
 
 
-def reader(median: float, driver: float = 170, jvm: float = 1400) -> dict[str, Any]:
+def reader(median: float, driver: float = 170, jvm: float = 1400,
+           jobs: list[int] | None = None) -> dict[str, Any]:
+    timings = [{"spark_jobs": {"total": n}} for n in jobs or []]
     return {"seconds": {"median": median, "min": median, "max": median},
-            "records_per_second": 1, "peak_rss_mb": {"kafka-recon": driver, "java": jvm}}
+            "records_per_second": 1, "peak_rss_mb": {"kafka-recon": driver, "java": jvm},
+            **({"timings": timings} if jobs else {})}
 
 
 def size(n: int, same: bool = True, **readers: dict[str, Any]) -> dict[str, Any]:
@@ -35,9 +38,9 @@ def test_the_fit_gives_time_per_million_and_the_fixed_cost() -> None:
 
 def test_each_target_is_met_or_not_from_the_medians_of_one_run() -> None:
     got = {t[0]: t[2] for t in report.targets(doc(
-        size(1_000_000, d_kafka_recon=reader(30), g_kafka_recon_before=reader(100),
+        size(1_000_000, d_kafka_recon=reader(30, jobs=[7, 9]), g_kafka_recon_before=reader(100),
              f_duckdb_script=reader(20), a_kafka_consumer_perf=reader(3)),
-        size(10_000_000, d_kafka_recon=reader(200, driver=175, jvm=2000),
+        size(10_000_000, d_kafka_recon=reader(200, driver=175, jvm=2000, jobs=[15]),
              f_duckdb_script=reader(150), a_kafka_consumer_perf=reader(12))))}
     assert got["at 1M, d <= 0.55 x the code before (g)"] is True       # 0.30
     assert got["at 1M, d <= 1.7 x the DuckDB script (f)"] is True       # 1.5
@@ -47,6 +50,7 @@ def test_each_target_is_met_or_not_from_the_medians_of_one_run() -> None:
     assert got["Python driver peak RSS within 10% from 1M to 10M"] is True
     assert got["JVM peak RSS within 25% from 1M to 10M"] is False       # +43%
     assert got["every reader names the same ids as d, at every size"] is True
+    assert got["Spark jobs per run of d < 15 (the aim), at every size"] is False  # 15 at 10M
 
 
 def test_what_a_run_did_not_measure_is_never_called_met() -> None:
@@ -57,7 +61,8 @@ def test_what_a_run_did_not_measure_is_never_called_met() -> None:
     assert all(v is None for k, v in met.items() if "slope" in k or "largest" in k)
     assert met["every reader names the same ids as d, at every size"] is False
     text = "\n".join(report.render(doc(size(1_000_000, d_kafka_recon=reader(30)))))
-    assert text.count("| not measured |") == 4
+    assert met["Spark jobs per run of d < 15 (the aim), at every size"] is None
+    assert text.count("| not measured |") == 5
 
 
 def test_a_tune_table_gives_wall_and_cpu_ratios_to_base_when_cpu_was_measured() -> None:
