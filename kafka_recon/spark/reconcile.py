@@ -297,15 +297,11 @@ def upstream_runs(marked: DataFrame, records: DataFrame) -> DataFrame:
             .drop("island"))
 
 
-def upstream_summary(runs: DataFrame) -> dict[str, Any]:
-    """An upstream's runs (`upstream_runs`): their totals, how many are single records, their
-    time span, and the largest."""
-    return summaries({"runs": runs})["runs"]
-
-
 def copies_of(dup: DataFrame, topic_records: DataFrame) -> DataFrame:
     """Per id the topic holds more than once: whether every copy has one Kafka timestamp
-    (`same`) and whether a copy carries its event time as its timestamp (`stamped`)."""
+    (`same`: the producer sent the very same record again, as a client retry keeps the
+    original's CreateTime) and whether a copy carries its event time as its timestamp
+    (`stamped`: a producer that stamps records itself, when equal timestamps prove nothing)."""
     from pyspark.sql import functions as F
 
     # min == max: one timestamp for every copy, without a distinct count's extra shuffle
@@ -316,20 +312,12 @@ def copies_of(dup: DataFrame, topic_records: DataFrame) -> DataFrame:
                                .alias("stamped")))
 
 
-def copy_stamps(dup: DataFrame, topic_records: DataFrame) -> dict[str, int]:
-    """For ids the topic holds more than once: how many have every copy under one Kafka
-    timestamp (the producer sent the very same record again: a client retry keeps the
-    original's CreateTime), and how many copies carry their event time as their timestamp
-    (a producer that stamps records itself: then equal timestamps prove nothing)."""
-    return summaries({"copies": copies_of(dup, topic_records)})["copies"]
-
-
 MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
 
 
-def run_summary(runs: DataFrame) -> dict[str, Any]:
-    """A topic's runs (`runs_of`): their totals and the largest of them."""
-    return summaries({"runs": runs})["runs"]
+def summary(table: DataFrame) -> dict[str, Any]:
+    """`summaries` of one evidence table."""
+    return summaries({"table": table})["table"]
 
 
 # every evidence table's columns, in one shape: a topic's runs (`runs_of`), an upstream's

@@ -339,7 +339,7 @@ def test_runs_group_marked_records_by_consecutive_window_records_per_partition(
                  for r in R.runs_of(marked, R.rank_topic(topic)).collect())
     # the marker at offset 5 does not split 4, 5, 6 (offsets 3, 4, 6)
     assert got == [(0, 3, 6, 3), (0, 9, 9, 1), (1, 1, 1, 1)]
-    summary = R.run_summary(R.runs_of(marked, R.rank_topic(topic)))
+    summary = R.summary(R.runs_of(marked, R.rank_topic(topic)))
     assert (summary["runs"], summary["records"], summary["partitions"]) == (3, 5, 2)
     assert summary["largest"][0]["first_offset"] == 3
 
@@ -386,7 +386,7 @@ def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
     # 2, 3, x, 4 are consecutive in event time; 7 alone; "10" ties "y" at minute 10 and
     # sorts first, so it is alone too
     assert got == [("10", "10", 1), ("2", "4", 4), ("7", "7", 1)]
-    s = R.upstream_summary(R.upstream_runs(marked, up))
+    s = R.summary(R.upstream_runs(marked, up))
     assert (s["runs"], s["records"], s["singles"]) == (3, 6, 2)
     assert s["first_time"] == "2026-11-20T00:02:00Z" and s["last_time"] == "2026-11-20T00:10:00Z"
     assert s["largest"][0]["records"] == 4
@@ -399,8 +399,8 @@ def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession
             ("4", at(4), 0, 3, at(4.5))]
     topic = spark.createDataFrame(rows, TOPIC)
     dup = table(spark, [("1", None), ("2", None), ("3", None)])
-    assert R.copy_stamps(dup, topic) == {"ids": 3, "same_timestamp": 2,
-                                         "stamped_with_event_time": 1}
+    assert R.summary(R.copies_of(dup, topic)) == {"ids": 3, "same_timestamp": 2,
+                                                  "stamped_with_event_time": 1}
 
 
 def test_evidence_tables_of_every_kind_summarised_together_say_what_each_says_alone(
