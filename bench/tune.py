@@ -50,6 +50,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "parallel_gc_jit4": {"env": {
         "KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},
     "heap2g": {"spark": {"spark.driver.memory": "2g"}},
+    # on one machine a shuffle block and a cached column are written and read on the spot:
+    # compressing them only spends CPU (local mode; a cluster's network is another matter)
+    "no_compress": {"spark": {"spark.shuffle.compress": "false",
+                              "spark.shuffle.spill.compress": "false",
+                              "spark.sql.inMemoryColumnarStorage.compressed": "false"}},
+    "cache_plain": {"spark": {"spark.sql.inMemoryColumnarStorage.compressed": "false"}},
+    "partitions4": {"spark": {"spark.sql.shuffle.partitions": "4"}},
     # "base" maps the class archive `make setup` made (kafka_recon.spark.classes), when it did
     "no_class_archive": {"env": {"KAFKA_RECON_CLASS_ARCHIVE": ""}},
 }

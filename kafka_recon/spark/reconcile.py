@@ -661,10 +661,14 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         compared = keep(compare(records, collapse, dropping)) if records else None
         marked = marks(compared, len(records), hop_specs, dropping) \
             if compared is not None else None
-        per_id = _tallied(marked) if marked is not None else {}
-        # the findings are few: kept, the id files and the evidence read them, not every id
+        # the findings are few: kept, the id files and the evidence read them, not every id.
+        # The job that tallies the marks fills that cache: a cache not yet filled is sized as
+        # the whole comparison, and the evidence's joins with the findings would shuffle and
+        # sort every record of the topic where a filled one is broadcast
         findings = keep(marked.where(F.col("kind") != "present")) if marked is not None \
             else None
+        per_id = _tallied(reduce_union([marked.where(F.col("kind") == "present"), findings])) \
+            if marked is not None and findings is not None else {}
 
         tiers: list[dict[str, Any]] = []
         files: list[IdFile] = []
