@@ -592,9 +592,10 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
 
     The plan: each id tier is read once and cached; one job tallies their records (per bucket,
     unidentifiable, late, and a topic's span per partition); one grouping by id (`compare`)
-    answers every hop, and one job tallies it; one job summarises the evidence of causes of
-    every hop with findings (`summaries`; the upstream's records per minute, which a write
-    loss's shape needs, are one more); one job writes every id file.
+    answers every hop, and one job tallies it (and fills the findings' cache); one job
+    summarises the evidence of causes of every hop with findings (`summaries`), after a small
+    job per evidence table that broadcasts its ids and one for the upstream's records per
+    minute, which a write loss's shape needs; one job writes every id file.
     """
     from dataclasses import replace
 
