@@ -662,14 +662,10 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         compared = keep(compare(records, collapse, dropping)) if records else None
         marked = marks(compared, len(records), hop_specs, dropping) \
             if compared is not None else None
-        # the findings are few: kept, the id files and the evidence read them, not every id.
-        # The job that tallies the marks fills that cache: a cache not yet filled is sized as
-        # the whole comparison, and the evidence's joins with the findings would shuffle and
-        # sort every record of the topic where a filled one is broadcast
-        findings = keep(marked.where(F.col("kind") != "present")) if marked is not None \
-            else None
-        per_id = _tallied(reduce_union([marked.where(F.col("kind") == "present"), findings])) \
-            if marked is not None and findings is not None else {}
+        per_id, findings = tally_keeping_findings(marked) if marked is not None \
+            else ({}, None)
+        if findings is not None:
+            cached.append(findings)
 
         tiers: list[dict[str, Any]] = []
         files: list[IdFile] = []
@@ -837,6 +833,26 @@ def reduce_union(frames: list[DataFrame]) -> DataFrame:
     from functools import reduce
 
     return reduce(lambda x, y: x.unionByName(y), frames)
+
+
+def tally_keeping_findings(marked: DataFrame
+                           ) -> tuple[dict[tuple[str, int], dict[str, Any]], DataFrame]:
+    """The marks tallied (`_tallied`), and the findings (every mark but `present`), cached by
+    that same job: the id files and the evidence read the findings, a few, not every id.
+
+    The tally reads the findings through their cache so that the cache is filled before the
+    evidence is planned: Spark sizes a cache not yet filled as the plan it caches (here the
+    whole comparison), and would shuffle and sort every record of the topic to join it with
+    a few ids, where a filled one is measured and broadcast."""
+    from pyspark.sql import functions as F
+
+    findings = marked.where(F.col("kind") != "present").cache()
+    try:
+        return _tallied(reduce_union([marked.where(F.col("kind") == "present"),
+                                      findings])), findings
+    except BaseException:
+        findings.unpersist()
+        raise
 
 
 def _tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:

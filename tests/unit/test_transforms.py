@@ -374,6 +374,37 @@ def test_runs_rank_gapless_partitions_by_offset_without_a_sort_and_sort_the_rest
     assert runs(R.rank_topic(gapless, {k: spans[k] for k in ("1", "2")})) == want[1:]
 
 
+def test_findings_tallied_through_their_cache_are_broadcast_to_the_evidence(
+        spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    # 20,000 ids, three lost at the hop; the broadcast threshold lowered under the comparison's
+    # estimated size, far above what three findings hold
+    ids = spark.range(20_000).select(F.col("id").cast("string").alias("id"),
+                                     F.lit(at(1)).alias("event_time"))
+    tiers = [R.window_records(t, START, END, HOUR)
+             for t in (ids, ids.where(~F.col("id").isin("7", "70", "71")))]
+    marked = R.marks(R.compare(tiers), 2, [(0, 1, [0])])
+    topic = spark.range(20_000).select(
+        F.col("id").cast("string").alias("id"), F.lit(0).alias("partition"),
+        F.col("id").alias("offset"), F.lit(at(2)).alias("kafka_ts"),
+        F.lit(at(1)).alias("event_time"), (F.col("id") + 1).alias("rank"))
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", str(64 * 1024))
+    per_id, findings = R.tally_keeping_findings(marked)
+    try:
+        assert sum(per_id[("missing", 0)].values()) == 3
+        assert sum(per_id[("present", 0)].values()) == 20_000
+        runs = R.runs_of(findings.where(F.col("kind") == "missing"), topic)
+        plan = runs._jdf.queryExecution().executedPlan().toString()
+        assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan
+        assert sorted((r["first_offset"], r["records"]) for r in runs.collect()) == \
+            [(7, 1), (70, 2)]
+    finally:
+        findings.unpersist()
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+
+
 def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
         spark: SparkSession) -> None:
     # ids made in time order, except "x" made between 3 and 4; ids tie-break equal times
