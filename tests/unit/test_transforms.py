@@ -391,8 +391,8 @@ def test_findings_tallied_through_their_cache_are_broadcast_to_the_evidence(
         F.lit(at(1)).alias("event_time"), (F.col("id") + 1).alias("rank"))
     threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", str(64 * 1024))
-    per_id, findings = R.tally_keeping_findings(marked)
     try:
+        per_id, findings = R.tally_keeping_findings(marked)
         assert sum(per_id[("missing", 0)].values()) == 3
         assert sum(per_id[("present", 0)].values()) == 20_000
         runs = R.runs_of(findings.where(F.col("kind") == "missing"), topic)
@@ -400,8 +400,8 @@ def test_findings_tallied_through_their_cache_are_broadcast_to_the_evidence(
         assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan
         assert sorted((r["first_offset"], r["records"]) for r in runs.collect()) == \
             [(7, 1), (70, 2)]
-    finally:
         findings.unpersist()
+    finally:  # the module's other tests keep Spark's threshold
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
 
 
