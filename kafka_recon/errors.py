@@ -70,6 +70,11 @@ class TopicError(SourceUnreadable):
     """The Kafka cluster or topic could not be read."""
 
 
+class SparkUnavailable(ReconError):
+    """The Spark Connect server a run was sent to cannot be reached, or is not set up as
+    kafka-recon needs (its JVMs off UTC): the step fails and the run is inconclusive."""
+
+
 class StepFailed(ReconError):
     """A step of a run failed for a reason that is neither of the above (Spark, a bug)."""
 

@@ -389,12 +389,18 @@ class Stopwatch:
         self._spark: SparkSession | None = None
         self._group = ""
         self._seen = 0
+        self._counted = False
 
     def count_jobs(self, spark: SparkSession) -> None:
-        """Count the Spark jobs this thread runs from now on (one job group per run)."""
+        """Count the Spark jobs this thread runs from now on (one job group per run). Not
+        through Spark Connect, which tells its sessions nothing of jobs: timings.json then
+        has no `spark_jobs`."""
         import uuid
 
-        if self._spark is None:
+        from kafka_recon.spark.session import is_remote
+
+        if self._spark is None and not is_remote(spark):
+            self._counted = True
             self._spark, self._group = spark, f"kafka-recon-{uuid.uuid4().hex[:12]}"
             spark.sparkContext.setJobGroup(self._group, "kafka-recon run")
 
@@ -412,6 +418,8 @@ class Stopwatch:
         self._spark = None
 
     def as_json(self) -> dict[str, Any]:
+        if not self._counted:
+            return dict(self.laps)
         return {**self.laps, "spark_jobs": {**self.jobs, "total": sum(self.jobs.values())}}
 
 
@@ -459,15 +467,16 @@ def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays
     return result
 
 
-def spark_step(step: str, run: Run, replays: int | None = None, owner: str | None = None
-               ) -> dict[str, Any]:
+def spark_step(step: str, run: Run, replays: int | None = None, owner: str | None = None,
+               remote: str | None = None) -> dict[str, Any]:
     """One Spark step under spark-submit (`spark_jobs/*.py`): the session spark-submit
-    configured, the step, a one-line summary for the task's log."""
+    configured (or, with `remote`, a Spark Connect server's), the step, a one-line summary
+    for the task's log."""
     from kafka_recon.spark.session import session
 
     if owner:
         check_owner(run, owner)
-    spark = session(f"kafka-recon {step} {run.flow.name}")
+    spark = session(f"kafka-recon {step} {run.flow.name}", remote=remote)
     try:
         if step == "replay":
             out, _ = replay(run, spark, replays)

@@ -17,6 +17,7 @@
 | KAFKA_RECON_RUN_STALE_HOURS | 6 | a run of a window silent this long no longer holds it |
 | KAFKA_RECON_JVM_OPTIONS | see `DEFAULT_JVM_OPTIONS` | Spark's JVMs' options (empty: defaults) |
 | KAFKA_RECON_CLASS_ARCHIVE | `<jars>/spark-classes.jsa` | Spark driver's class archive ('': none) |
+| KAFKA_RECON_SPARK_REMOTE | none | a Spark Connect server (`sc://host:port`) for `run` |
 | KAFKA_RECON_KEEP_REPLAYS | 0 | 1: also keep the first replay's records as Parquet (debugging) |
 | KAFKA_RECON_CONN_<ID> | none | a connection resolved for Spark by the Airflow task (internal) |
 | KAFKA_RECON_RUN_OWNER | none | the Airflow run a Spark job belongs to (internal) |
@@ -119,6 +120,19 @@ def jvm_options() -> str:
     if bad:
         raise UsageError(f"KAFKA_RECON_JVM_OPTIONS={raw!r}: {bad[0]!r} is not a JVM option "
                          "(each starts with '-')")
+    return raw
+
+
+def spark_remote(given: str | None = None) -> str | None:
+    """The Spark Connect server a run uses instead of a Spark of its own: `given` (the command
+    line's --remote), else `KAFKA_RECON_SPARK_REMOTE`; None: the run starts its own Spark."""
+    raw = given if given is not None else os.environ.get("KAFKA_RECON_SPARK_REMOTE", "")
+    raw = raw.strip()
+    if not raw:
+        return None
+    if not raw.startswith("sc://") or len(raw) <= len("sc://"):
+        where = "--remote" if given is not None else "KAFKA_RECON_SPARK_REMOTE"
+        raise UsageError(f"{where}={raw!r}: expected a Spark Connect URL, sc://host:port")
     return raw
 
 

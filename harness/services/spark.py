@@ -87,3 +87,55 @@ class SparkStandalone(Service):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
         self.procs.clear()
+
+
+class SparkConnect(Service):
+    """A Spark Connect server as `kafka-recon spark-server` starts it (or `argv`, a command
+    line of the caller's, for a server set up otherwise); runs reach it at `url`."""
+
+    def __init__(self, base: Path, master: str = "local[2]",
+                 argv: list[str] | None = None) -> None:
+        self.base = base.resolve()
+        self.port = free_port()
+        self.url = f"sc://{HOST}:{self.port}"
+        self.master = master
+        self.argv = argv
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        if self.argv is not None:
+            return [*self.argv, "--conf", f"spark.connect.grpc.binding.port={self.port}",
+                    "spark-internal"]
+        return [sys.executable, "-m", "kafka_recon", "spark-server", "--master", self.master,
+                "--host", HOST, "--port", str(self.port)]
+
+    @property
+    def log(self) -> Path:
+        return self.base / "spark-connect.log"
+
+    def start(self, timeout: float = 120) -> SparkConnect:
+        self.base.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        try:
+            wait_open(self.port, timeout, f"Spark Connect server (log: {self.log})")
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc = None

@@ -1,10 +1,12 @@
 """`kafka-recon`: the same steps as the Airflow DAGs, from a shell.
 
     kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
+                    [--master M | --remote sc://host:port]
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
     kafka-recon drill [--scenario S1 ...] [--repeat N]   (the loss drill; exit 1 unless all pass)
     kafka-recon class-archive [--out FILE]               (the Spark driver's class archive)
+    kafka-recon spark-server [--port N]                  (a warm Spark for runs with --remote)
 
 Exit codes (DESIGN.md, `kafka_recon.errors`): 0 status ok; 1 findings or inconclusive; 2 the
 run could not be made (bad config or window, missing jars), a source could not be read (the run
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 def _run(a: argparse.Namespace) -> int:
     from kafka_recon import orchestrate
-    from kafka_recon.settings import jvm_options, spark_jars
+    from kafka_recon.settings import jvm_options, spark_jars, spark_remote
     from kafka_recon.spark.session import session
 
     run = orchestrate.load(a.flow, a.start, a.end, a.config, a.out)
@@ -47,12 +49,20 @@ def _run(a: argparse.Namespace) -> int:
         raise UsageError(f"--start {a.start}: the window starts in the future")
     if a.replays is not None and not 1 <= a.replays <= 10:
         raise UsageError(f"--replays {a.replays}: expected 1 to 10")
-    jars = spark_jars()  # missing jars: a CannotRun before anything is written
-    jvm_options()  # and so is a bad KAFKA_RECON_JVM_OPTIONS
+    remote = spark_remote(a.remote)  # a bad URL: a CannotRun before anything is written
+    if remote and a.master is not None:
+        raise UsageError("--master and --remote: a run uses its own Spark or a Spark Connect "
+                         "server's, not both")
+    # missing jars or a bad KAFKA_RECON_JVM_OPTIONS: a CannotRun before anything is written
+    jars = [] if remote else spark_jars()
+    if not remote:
+        jvm_options()
 
     def spark() -> SparkSession:
-        s = session(f"kafka-recon {run.flow.name}", master=a.master, jars=jars)
-        s.sparkContext.setLogLevel("WARN")
+        s = session(f"kafka-recon {run.flow.name}", master=a.master or "local[*]", jars=jars,
+                    remote=remote)
+        if not remote:
+            s.sparkContext.setLogLevel("WARN")
         return s
 
     try:
@@ -157,6 +167,20 @@ def _class_archive(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _spark_server(a: argparse.Namespace) -> int:
+    import os
+
+    from kafka_recon.spark.server import server_command
+
+    if not 0 < a.port < 65536:
+        raise UsageError(f"--port {a.port}: expected 1 to 65535")
+    argv, env = server_command(a.master, a.host, a.port)  # missing jars: a CannotRun
+    print(f"kafka-recon spark-server: runs reach it with --remote sc://{a.host}:{a.port}",
+          flush=True)
+    os.execve(argv[0], argv, env)  # the server is this process: a supervisor can stop it
+    return EXIT_ERROR  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kafka-recon", description="Find and locate lost Kafka "
                                 "records, tier by tier.")
@@ -168,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--end", required=True, help="ISO 8601, exclusive")
     r.add_argument("--out", required=True, type=Path, help="run folder (replaced on re-run)")
     r.add_argument("--replays", type=int, default=None)
-    r.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    r.add_argument("--master", help="Spark master of the run's own Spark (default local[*])")
+    r.add_argument("--remote", help="a Spark Connect server instead, sc://host:port (default "
+                   "$KAFKA_RECON_SPARK_REMOTE; see spark-server)")
     s = sub.add_parser("snapshot", help="snapshot every Flume tier's counters and each topic's "
                        "partitions and groups (the flight recorder)")
     s.add_argument("--config", required=True, type=Path)
@@ -196,10 +222,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", type=Path, help="where (default $KAFKA_RECON_CLASS_ARCHIVE, else "
                    "spark-classes.jsa among the jars)")
     c.add_argument("--master", default="local[2]", help="the training run's Spark master")
+    sv = sub.add_parser("spark-server", help="run a Spark Connect server with kafka-recon's "
+                        "jars and settings, for runs with --remote (kafka_recon.spark.server)")
+    sv.add_argument("--master", default="local[*]", help="its Spark master (default local[*])")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
+                    "loopback: sessions send it the flows' credentials)")
+    sv.add_argument("--port", type=int, default=15002, help="port (default 15002)")
     a = p.parse_args(argv)
     try:
         return {"run": _run, "snapshot": _snapshot, "audit": _audit, "drill": _drill,
-                "class-archive": _class_archive}[a.command](a)
+                "class-archive": _class_archive, "spark-server": _spark_server}[a.command](a)
     except ReconError as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -67,14 +67,17 @@ def driver_conf(conf: dict[str, str], options: str) -> dict[str, str]:
 
 
 def session(app: str, master: str | None = None, jars: list[str] | None = None,
-            driver_options: str | None = None) -> SparkSession:
+            driver_options: str | None = None, remote: str | None = None) -> SparkSession:
     """getOrCreate with kafka-recon's settings; master and jars only when run in process.
     The driver maps the class archive when there is one (`kafka_recon.spark.classes`), unless
-    `driver_options` replaces that."""
+    `driver_options` replaces that. With `remote` (a Spark Connect URL), a session of the
+    server's instead (`remote_session`)."""
     from pyspark.sql import SparkSession
 
     from kafka_recon.settings import class_archive_path
 
+    if remote:
+        return remote_session(remote)
     if driver_options is None:
         driver_options = archive_options(class_archive_path())
     builder = SparkSession.builder.appName(app)
@@ -85,3 +88,58 @@ def session(app: str, master: str | None = None, jars: list[str] | None = None,
     for key, value in driver_conf(spark_conf(), driver_options).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def session_conf() -> dict[str, str]:
+    """The settings a session sets for itself; the rest (JVM options, jars) are its Spark's."""
+    return {k: v for k, v in spark_conf().items() if k.startswith("spark.sql.")}
+
+
+# what remote_session checks of a server's JVMs (UTC_CONF): JDBC reads naive timestamps in the
+# JVM's own zone, whatever the session's
+UTC_JVM = "-Duser.timezone=UTC"
+
+
+def remote_session(url: str) -> SparkSession:
+    """A session of a running Spark Connect server (`kafka_recon.spark.server`): one Spark,
+    started once and kept warm, for many runs. The server must have kafka-recon's JVM options
+    (its JVMs on UTC) and jars; a server that cannot be reached or is off UTC is a
+    `SparkUnavailable` naming it."""
+    import socket
+
+    from pyspark.sql import SparkSession
+
+    from kafka_recon.errors import SparkUnavailable, one_line
+
+    shown = url.split("/;", 1)[0]  # what follows /; may hold a token
+    # the client retries a server that does not answer for minutes: a run that cannot reach
+    # its Spark says so now
+    host, _, port = shown[len("sc://"):].rstrip("/").rpartition(":")
+    address = (host, int(port)) if port.isdigit() else (shown[len("sc://"):].rstrip("/"),
+                                                        15002)
+    try:
+        socket.create_connection(address, timeout=10).close()
+    except OSError as exc:
+        raise SparkUnavailable(f"Spark Connect server {shown}: cannot be used (nothing answers "
+                               f"at {address[0]}:{address[1]}: {exc.strerror or exc})") from exc
+    builder = SparkSession.builder.remote(url)
+    for key, value in session_conf().items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+        options = {key: spark.conf.get(key, "") or "" for key in
+                   ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")}
+    except Exception as exc:
+        raise SparkUnavailable(f"Spark Connect server {shown}: cannot be used "
+                               f"({one_line(exc)})") from exc
+    off = [key for key, value in options.items() if UTC_JVM not in value.split()]
+    if off:
+        spark.stop()
+        raise SparkUnavailable(f"Spark Connect server {shown}: its JVMs are not on UTC ({off[0]} "
+                               f"lacks {UTC_JVM}); start it with `kafka-recon spark-server`")
+    return spark
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """A Spark Connect session: no SparkContext on this side."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")

@@ -114,6 +114,20 @@ def test_bad_jvm_options_exit_2_before_anything_is_written(good: Scenario) -> No
     assert not out.exists() or not any(out.iterdir())
 
 
+@pytest.mark.parametrize(("args", "env", "message"), [
+    (("--master", "local[1]", "--remote", "sc://127.0.0.1:15002"), {},
+     "--master and --remote: a run uses its own Spark or a Spark Connect server's, not both"),
+    ((), {"KAFKA_RECON_SPARK_REMOTE": "127.0.0.1:15002"},
+     "KAFKA_RECON_SPARK_REMOTE='127.0.0.1:15002': expected a Spark Connect URL")])
+def test_a_spark_that_cannot_be_asked_for_exits_2_before_anything_is_written(
+        good: Scenario, args: tuple[str, ...], env: dict[str, str], message: str) -> None:
+    out = good.tmp / "out"
+    done = run(good.config, out, args=args, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert message in done.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_unreachable_broker_names_host_and_port(good: Scenario, tmp_path: Path) -> None:
     port = free_port()
     text = good.config.read_text().replace(good.bootstrap, f"127.0.0.1:{port}")

@@ -99,3 +99,65 @@ def test_class_archive_command_with_no_place_to_put_it_is_a_one_line_error(
     err = capsys.readouterr().err
     assert err == ("kafka-recon: KAFKA_RECON_CLASS_ARCHIVE is empty (no archive): "
                    "give --out FILE\n")
+
+
+def test_a_spark_connect_server_is_started_with_a_runs_own_jars_jvm_options_and_archive_on_loopback(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kafka_recon.spark.server import SERVER_CLASS, server_command
+
+    monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
+    monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
+    (tmp_path / "spark").mkdir()
+    jar = tmp_path / "spark" / "spark-sql-kafka.jar"
+    jar.write_bytes(b"")
+    (tmp_path / "spark-classes.jsa").write_bytes(b"")
+    argv, env = server_command("local[2]", port=15099)
+    assert argv[1:7] == ["--class", SERVER_CLASS, "--name", "kafka-recon spark-server",
+                         "--master", "local[2]"]
+    assert argv[argv.index("--jars") + 1] == str(jar)
+    conf = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
+    archive = f"-XX:SharedArchiveFile={tmp_path / 'spark-classes.jsa'}"
+    assert conf["spark.driver.extraJavaOptions"].startswith(
+        f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS} {archive}")
+    assert conf["spark.executor.extraJavaOptions"] == f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS}"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert conf["spark.connect.grpc.binding.port"] == "15099"
+    assert argv[-1] == "spark-internal" and Path(argv[0]).name == "spark-submit"
+    assert env["PYSPARK_PYTHON"]
+
+
+def test_a_session_of_a_server_sets_only_the_sql_settings_the_server_cannot_have_for_it() -> None:
+    from kafka_recon.spark.session import session_conf
+
+    assert session_conf() == {"spark.sql.session.timeZone": "UTC",
+                              "spark.sql.shuffle.partitions": "8",
+                              "spark.sql.adaptive.enabled": "false"}
+
+
+@pytest.mark.parametrize(("given", "env", "where"), [
+    ("localhost:15002", None, "--remote"),
+    (None, "http://h:15002", "KAFKA_RECON_SPARK_REMOTE"),
+    ("sc://", None, "--remote")])
+def test_a_spark_connect_url_that_is_not_one_is_a_one_line_error_naming_where_it_came_from(
+        monkeypatch: pytest.MonkeyPatch, given: str | None, env: str | None, where: str) -> None:
+    from kafka_recon.settings import spark_remote
+
+    if env is None:
+        monkeypatch.delenv("KAFKA_RECON_SPARK_REMOTE", raising=False)
+    else:
+        monkeypatch.setenv("KAFKA_RECON_SPARK_REMOTE", env)
+    with pytest.raises(UsageError, match=f"^{where}=.*expected a Spark Connect URL") as err:
+        spark_remote(given)
+    assert "\n" not in str(err.value)
+
+
+def test_the_command_line_server_wins_over_the_environment_and_none_means_a_runs_own_spark(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_recon.settings import spark_remote
+
+    monkeypatch.setenv("KAFKA_RECON_SPARK_REMOTE", "sc://env:15002")
+    assert spark_remote(None) == "sc://env:15002"
+    assert spark_remote("sc://cli:15002") == "sc://cli:15002"
+    monkeypatch.setenv("KAFKA_RECON_SPARK_REMOTE", "  ")
+    assert spark_remote(None) is None
