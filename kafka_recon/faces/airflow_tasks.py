@@ -70,7 +70,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         from airflow.sdk.log import mask_secret
 
         from kafka_recon.config import KafkaTier, SqlTier, load_flow
-        from kafka_recon.settings import RUN_OWNER_VAR, conn_env_var
+        from kafka_recon.settings import RUN_OWNER_VAR, conn_env_var, spark_remote
         from kafka_recon.sources.connections import resolved_for_spark, secrets_of
         from kafka_recon.sources.kafka_client import endpoint
 
@@ -87,11 +87,38 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
                 for secret in secrets_of(value):
                     mask_secret(secret)
         self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: _owner(context)}
-        self._class_archive()
+        remote = spark_remote()
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
-            self._spark_lineage()
+            if remote:
+                self.log.warning("lineage: the Spark jobs' own lineage is not sent: they run "
+                                 "in a Spark Connect server, whose listeners are its own")
+            else:
+                self._spark_lineage()
+        if remote:
+            self._through_server(context, remote)
+            return
+        self._class_archive()
         super().execute(context)
+
+    def _through_server(self, context: Any, remote: str) -> None:
+        """The step in this task's process, in a session of the Spark Connect server
+        `KAFKA_RECON_SPARK_REMOTE` names (kafka_recon.spark.server): no spark-submit, no
+        Spark of the task's own to start and warm up. Connections resolve through Airflow."""
+        import json
+
+        from kafka_recon import orchestrate
+
+        args = [str(a) for a in self.application_args or []]
+        given = dict(zip(args[::2], args[1::2], strict=False))
+        run = orchestrate.load(self.flow, given["--start"], given["--end"],
+                               Path(given["--config"]), Path(given["--out"]))
+        replays = int(given["--replays"]) if "--replays" in given else None
+        step = Path(str(self.application)).stem
+        self.log.info("kafka-recon %s through the Spark Connect server %s", step,
+                      remote.split("/;", 1)[0])
+        summary = orchestrate.spark_step(step, run, replays, _owner(context), remote=remote)
+        self.log.info("kafka-recon %s: %s", step, json.dumps(summary))
 
     _lineage_of_run: Any = None
 

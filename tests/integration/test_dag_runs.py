@@ -177,3 +177,27 @@ def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_a
     eng = history.engine(f"sqlite:///{dag.work / 'runs' / 'history.db'}")
     [row] = history.flow_runs("f", eng=eng)
     assert row["status"] == "inconclusive" and "'replay' step did not finish" in row["summary"]
+
+
+def test_with_a_spark_connect_server_the_dag_runs_its_spark_step_there_and_no_password_leaks(
+        dag: DagRun, first_run: int) -> None:
+    """`KAFKA_RECON_SPARK_REMOTE` on the workers: the Spark task runs its step in a session of
+    the server (no spark-submit, no Spark of its own), with the same answer, and the
+    connections' passwords, which the session hands the server, are in none of its logs."""
+    from harness.services.spark import SparkConnect
+
+    with SparkConnect(dag.work / "connect") as server:
+        exit_code = dag.test("connect.log", KAFKA_RECON_SPARK_REMOTE=server.url)
+    assert exit_code != 0, "findings end the run red"
+    result = dag.result()
+    assert result["status"] == "findings", result["reasons"]
+    assert [t["count"] for t in result["tiers"]] == [40, 40, 40 - len(LOST)]
+    [loss] = [f for f in result["findings"] if f["kind"] == "loss"]
+    assert (loss["hop"], loss["count"]) == ("topic->sink", len(LOST))
+    log = (dag.work / "connect.log").read_text()
+    assert "Spark-Submit cmd" not in log
+    assert f"kafka-recon replay_reconcile through the Spark Connect server {server.url}" in log
+    for secret in (dag.password, USERS["recon"]):
+        assert secret not in log and secret not in server.log.read_text()
+        assert _files_holding(dag.work / "airflow" / "logs", secret) == []
+        assert _files_holding(dag.out, secret) == []
