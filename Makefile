@@ -95,12 +95,13 @@ test-integration: setup postgres chromium prometheus
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
 	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
-# speed and memory goals: never timed tests. The whole table (three sizes, three masters, the
-# code before issue 15 as reader g from a worktree) takes about an hour on 2 cores;
+# speed and memory goals: never timed tests. The whole table (three sizes, three masters and a
+# Spark Connect server, the code before issue 15 as reader g from a worktree) takes about half
+# an hour on 2 cores;
 # BENCH_ARGS="--records 1000000 --readers a,b,d,f" for a quick one.
 BENCH_BEFORE ?= c7d97c7
 BENCH_ARGS ?= --records 1000000,5000000,10000000 --repeats 3 --readers a,b,c,d,f \
-	--masters local[2],local[1],standalone --other-repeats 1 --scale-repeats 1
+	--masters local[2],local[1],standalone,connect --other-repeats 1 --scale-repeats 1
 bench: setup
 	-command -v kcat >/dev/null || (apt-get install -y -qq kcat >/dev/null 2>&1 || true)
 	rm -rf bench-out/before && git worktree prune && \

@@ -78,16 +78,22 @@ def _cpu_ticks(pid: int) -> int:
 
 
 def measured(cmd: list[str], env: dict[str, str] | None = None,
-             timeout: float = 3600, ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
+             timeout: float = 3600, ok: tuple[int, ...] = (0,),
+             server: int | None = None) -> dict[str, Any]:
     """Run cmd; wall seconds, the peak resident memory of each program in its tree, and the
     CPU seconds of the tree (each process as last seen: a short-lived helper may be missed;
-    on a shared machine, steadier than the wall time)."""
+    on a shared machine, steadier than the wall time). `server`: a process serving cmd
+    (a Spark Connect server), whose tree's memory counts as `<program> (server)` and whose
+    CPU counts too, as the ticks it spent while cmd ran."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     peak: dict[str, int] = {}
     ticks: dict[int, int] = {}
     stop = threading.Event()
+
+    served = _tree(server) if server else []
+    before = {pid: _cpu_ticks(pid) for pid in served}
 
     def poll() -> None:
         while not stop.is_set():
@@ -96,6 +102,11 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
                 if name:
                     peak[name] = max(peak.get(name, 0), rss)
                     ticks[pid] = max(ticks.get(pid, 0), _cpu_ticks(pid))
+            for pid in served:
+                name, rss = _rss_kb(pid)
+                if name:
+                    peak[f"{name} (server)"] = max(peak.get(f"{name} (server)", 0), rss)
+                    ticks[pid] = max(ticks.get(pid, 0), _cpu_ticks(pid) - before[pid])
             stop.wait(0.2)
 
     t = threading.Thread(target=poll, daemon=True)
@@ -233,8 +244,8 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
         out["g_kafka_recon_before"] = [f"PYTHONPATH={before}", *recon, "--master", masters[0][1],
                                        "--out", str(work / "before-{run}")]
     for label, url in masters[1:]:
-        out[f"d_kafka_recon@{label}"] = [*recon, "--master", url,
-                                         "--out", str(work / "run-{run}")]
+        spark = ["--remote", url] if url.startswith("sc://") else ["--master", url]
+        out[f"d_kafka_recon@{label}"] = [*recon, *spark, "--out", str(work / "run-{run}")]
     if shutil.which("kcat"):
         out["c_kcat"] = ["sh", "-c", f"kcat -C -b {bootstrap} -t {TOPIC} -e -q -f '%o\\n' | "
                                      "wc -l"]
@@ -243,9 +254,12 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
 
 def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
           only: set[str] | None = None, before: Path | None = None,
-          other_repeats: int | None = None) -> dict[str, Any]:
+          other_repeats: int | None = None, servers: dict[str, int] | None = None
+          ) -> dict[str, Any]:
     """One size: a fresh broker and tables, every chosen reader `repeats` times, interleaved
-    (the other masters' runs of d only in the first `other_repeats`)."""
+    (the other masters' runs of d only in the first `other_repeats`, but a Spark Connect
+    server's every time: what it is for is the runs after its first). `servers`: the pid of
+    the server behind a master's label, whose memory and CPU count for its runs."""
     work = base / f"n{n}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -265,7 +279,9 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
         # interleaved (a, b, ..., a, b, ...): the machine's drift falls on every reader alike
         for r in range(repeats):
             for name, cmd in chosen.items():
-                if "@" in name and other_repeats is not None and r >= other_repeats:
+                label = name.split("@", 1)[1] if "@" in name else ""
+                if label and label not in (servers or {}) and other_repeats is not None \
+                        and r >= other_repeats:
                     continue
                 env = dict(base_env)
                 argv = [c.replace("{run}", f"{name}-{r}") for c in cmd]
@@ -273,7 +289,8 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                     env["PYTHONPATH"] = argv.pop(0).split("=", 1)[1]
                 recon = name.startswith(("d_", "g_"))
                 # kafka-recon exits 1 for a run with findings
-                m = measured(argv, env=env, ok=(0, 1) if recon else (0,))
+                m = measured(argv, env=env, ok=(0, 1) if recon else (0,),
+                             server=(servers or {}).get(label))
                 if recon:
                     m["timings"] = _timings(work / argv[argv.index("--out") + 1])
                 runs[name].append(m)
@@ -284,6 +301,7 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
             secs = [m["seconds"] for m in ms]
             results[name] = {
                 "seconds": summary(secs),
+                "runs_s": [round(x, 3) for x in secs],  # in the order run
                 "records_per_second": round(facts["records_in_topic"]
                                             / statistics.median(secs)),
                 "peak_rss_mb": {k: max(m["peak_rss_mb"].get(k, 0) for m in ms)
@@ -347,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--masters", default="local[2]",
                    help="comma separated; the first runs every reader, the others run d only "
                         "(at the sizes of --other-sizes); `standalone` starts a Spark master "
-                        "and one worker from PySpark's install")
+                        "and one worker from PySpark's install, `connect` a Spark Connect "
+                        "server (kafka-recon spark-server, on the first master) that d's runs "
+                        "reach with --remote")
     p.add_argument("--other-sizes", default="",
                    help="the sizes the other masters run at (default: the smallest)")
     p.add_argument("--other-repeats", type=int, help="the other masters' repeats (default: all)")
@@ -371,9 +391,16 @@ def main(argv: list[str] | None = None) -> int:
         only.add("g")
     labels = a.masters.split(",")
     with contextlib.ExitStack() as stack:
-        urls = {}
+        urls, servers = {}, {}
         for label in labels:
-            if label == "standalone":
+            if label == "connect":  # one server for every size, as a deployment would have
+                from harness.services.spark import SparkConnect
+
+                server = SparkConnect(a.work / "connect", master=labels[0]).start()
+                stack.callback(server.stop)
+                urls[label] = server.url
+                servers[label] = server.pid() or 0
+            elif label == "standalone":
                 from harness.services.spark import SparkStandalone
 
                 cluster = SparkStandalone(a.work / "spark", cores=os.cpu_count() or 2,
@@ -390,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
             chosen = only if small else set(a.scale_readers.split(","))
             runs.append(bench(n, a.repeats if small else a.scale_repeats or a.repeats, here,
                               a.work, chosen | {"d"} if len(here) > 1 else chosen,
-                              a.before if "g" in chosen else None, a.other_repeats))
+                              a.before if "g" in chosen else None, a.other_repeats,
+                              servers))
             if not a.keep:
                 shutil.rmtree(a.work / f"n{n}", ignore_errors=True)
     doc = {"sizes": runs, "repeats": a.repeats, "masters": labels, "replays": REPLAYS,
