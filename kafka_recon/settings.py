@@ -127,12 +127,20 @@ def spark_remote(given: str | None = None) -> str | None:
     """The Spark Connect server a run uses instead of a Spark of its own: `given` (the command
     line's --remote), else `KAFKA_RECON_SPARK_REMOTE`; None: the run starts its own Spark."""
     raw = given if given is not None else os.environ.get("KAFKA_RECON_SPARK_REMOTE", "")
+    from urllib.parse import urlsplit
+
     raw = raw.strip()
     if not raw:
         return None
-    if not raw.startswith("sc://") or len(raw) <= len("sc://"):
-        where = "--remote" if given is not None else "KAFKA_RECON_SPARK_REMOTE"
-        raise UsageError(f"{where}={raw!r}: expected a Spark Connect URL, sc://host:port")
+    where = "--remote" if given is not None else "KAFKA_RECON_SPARK_REMOTE"
+    try:
+        url = urlsplit(raw.split("/;", 1)[0])  # what follows /; (a token) is the client's
+        good = url.scheme == "sc" and bool(url.hostname) and url.port != 0
+    except ValueError:  # a port that is not one
+        good = False
+    if not good:
+        raise UsageError(f"{where}={raw.split('/;', 1)[0]!r}: expected a Spark Connect URL, "
+                         "sc://host:port")
     return raw
 
 

@@ -182,6 +182,8 @@ def _spark_server(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kafka_recon.spark.session import CONNECT_PORT
+
     p = argparse.ArgumentParser(prog="kafka-recon", description="Find and locate lost Kafka "
                                 "records, tier by tier.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -227,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     sv.add_argument("--master", default="local[*]", help="its Spark master (default local[*])")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
                     "loopback: sessions send it the flows' credentials)")
-    sv.add_argument("--port", type=int, default=15002, help="port (default 15002)")
+    sv.add_argument("--port", type=int, default=CONNECT_PORT,
+                    help=f"port (default {CONNECT_PORT})")
     a = p.parse_args(argv)
     try:
         return {"run": _run, "snapshot": _snapshot, "audit": _audit, "drill": _drill,

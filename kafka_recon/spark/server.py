@@ -16,8 +16,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from kafka_recon.spark.session import CONNECT_PORT
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_PORT = 15002  # Spark Connect's own
 
 
 def spark_submit() -> Path:
@@ -41,7 +42,7 @@ def server_argv(master: str, host: str, port: int, jars: list[str], conf: dict[s
     return [*argv, "spark-internal"]
 
 
-def server_command(master: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT
+def server_command(master: str, host: str = "127.0.0.1", port: int = CONNECT_PORT
                    ) -> tuple[list[str], dict[str, str]]:
     """The server's command line and environment, with kafka-recon's jars and settings."""
     import os

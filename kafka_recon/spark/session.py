@@ -95,6 +95,8 @@ def session_conf() -> dict[str, str]:
     return {k: v for k, v in spark_conf().items() if k.startswith("spark.sql.")}
 
 
+CONNECT_PORT = 15002  # Spark Connect's own, where a URL names none
+
 # what remote_session checks of a server's JVMs (UTC_CONF): JDBC reads naive timestamps in the
 # JVM's own zone, whatever the session's
 UTC_JVM = "-Duser.timezone=UTC"
@@ -106,6 +108,7 @@ def remote_session(url: str) -> SparkSession:
     (its JVMs on UTC) and jars; a server that cannot be reached or is off UTC is a
     `SparkUnavailable` naming it."""
     import socket
+    from urllib.parse import urlsplit
 
     from pyspark.sql import SparkSession
 
@@ -114,9 +117,8 @@ def remote_session(url: str) -> SparkSession:
     shown = url.split("/;", 1)[0]  # what follows /; may hold a token
     # the client retries a server that does not answer for minutes: a run that cannot reach
     # its Spark says so now
-    host, _, port = shown[len("sc://"):].rstrip("/").rpartition(":")
-    address = (host, int(port)) if port.isdigit() else (shown[len("sc://"):].rstrip("/"),
-                                                        15002)
+    where = urlsplit(shown)  # checked by settings.spark_remote
+    address = (where.hostname or "", where.port or CONNECT_PORT)
     try:
         socket.create_connection(address, timeout=10).close()
     except OSError as exc:

@@ -138,7 +138,9 @@ def test_a_session_of_a_server_sets_only_the_sql_settings_the_server_cannot_have
 @pytest.mark.parametrize(("given", "env", "where"), [
     ("localhost:15002", None, "--remote"),
     (None, "http://h:15002", "KAFKA_RECON_SPARK_REMOTE"),
-    ("sc://", None, "--remote")])
+    ("sc://", None, "--remote"),
+    ("sc://host:port", None, "--remote"),
+    ("sc://host:99999/;token=secret", None, "--remote")])
 def test_a_spark_connect_url_that_is_not_one_is_a_one_line_error_naming_where_it_came_from(
         monkeypatch: pytest.MonkeyPatch, given: str | None, env: str | None, where: str) -> None:
     from kafka_recon.settings import spark_remote
@@ -149,7 +151,7 @@ def test_a_spark_connect_url_that_is_not_one_is_a_one_line_error_naming_where_it
         monkeypatch.setenv("KAFKA_RECON_SPARK_REMOTE", env)
     with pytest.raises(UsageError, match=f"^{where}=.*expected a Spark Connect URL") as err:
         spark_remote(given)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and "secret" not in str(err.value)
 
 
 def test_the_command_line_server_wins_over_the_environment_and_none_means_a_runs_own_spark(
@@ -159,5 +161,6 @@ def test_the_command_line_server_wins_over_the_environment_and_none_means_a_runs
     monkeypatch.setenv("KAFKA_RECON_SPARK_REMOTE", "sc://env:15002")
     assert spark_remote(None) == "sc://env:15002"
     assert spark_remote("sc://cli:15002") == "sc://cli:15002"
+    assert spark_remote("sc://cli/;use_ssl=true;token=t") == "sc://cli/;use_ssl=true;token=t"
     monkeypatch.setenv("KAFKA_RECON_SPARK_REMOTE", "  ")
     assert spark_remote(None) is None
