@@ -59,3 +59,14 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     yield server
     server.stop()
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One Spark Connect server as `kafka-recon spark-server` starts it, for every test that
+    runs through one (as a deployment shares one between flows): started once, warm after."""
+    from harness.services.spark import SparkConnect
+
+    server = SparkConnect(tmp_path_factory.mktemp("spark-connect")).start()
+    yield server
+    server.stop()

@@ -180,14 +180,12 @@ def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_a
 
 
 def test_with_a_spark_connect_server_the_dag_runs_its_spark_step_there_and_no_password_leaks(
-        dag: DagRun, first_run: int) -> None:
+        dag: DagRun, first_run: int, spark_connect: Any) -> None:
     """`KAFKA_RECON_SPARK_REMOTE` on the workers: the Spark task runs its step in a session of
     the server (no spark-submit, no Spark of its own), with the same answer, and the
     connections' passwords, which the session hands the server, are in none of its logs."""
-    from harness.services.spark import SparkConnect
-
-    with SparkConnect(dag.work / "connect") as server:
-        exit_code = dag.test("connect.log", KAFKA_RECON_SPARK_REMOTE=server.url)
+    server = spark_connect
+    exit_code = dag.test("connect.log", KAFKA_RECON_SPARK_REMOTE=server.url)
     assert exit_code != 0, "findings end the run red"
     result = dag.result()
     assert result["status"] == "findings", result["reasons"]

@@ -41,16 +41,15 @@ def answer(out: Path) -> dict[str, object]:
 
 
 def test_runs_through_one_spark_connect_server_find_every_lost_and_extra_record(
-        kafka: KafkaCluster, tmp_path: Path) -> None:
+        kafka: KafkaCluster, spark_connect: SparkConnect, tmp_path: Path) -> None:
     """The same answer as a run's own Spark (the bench compares the two on a million records,
     every id file): here against what the scenario did, twice on one server."""
     scn = Scenario(tmp_path, kafka.bootstrap)
     rows = scn.flow_through(80, sink_lacks={7, 42})
     scn.produce([(5, rows[5]), (6, rows[6])])  # two copies more in the topic
     scn.upstream({201: at(30), 202: at(31)})  # never written to the topic
-    with SparkConnect(tmp_path / "connect") as server:
-        # two runs, one server: the second's session starts clean of the first's
-        done = [run(scn, tmp_path / f"remote{i}", "--remote", server.url) for i in (1, 2)]
+    # two runs, one server: the second's session starts clean of the first's
+    done = [run(scn, tmp_path / f"remote{i}", "--remote", spark_connect.url) for i in (1, 2)]
     for d in done:
         assert d.returncode == 1, d.stderr[-3000:]
     first = answer(tmp_path / "remote1")
