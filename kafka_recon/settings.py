@@ -126,22 +126,26 @@ def jvm_options() -> str:
 def spark_remote(given: str | None = None) -> str | None:
     """The Spark Connect server a run uses instead of a Spark of its own: `given` (the command
     line's --remote), else `KAFKA_RECON_SPARK_REMOTE`; None: the run starts its own Spark."""
-    raw = given if given is not None else os.environ.get("KAFKA_RECON_SPARK_REMOTE", "")
     from urllib.parse import urlsplit
 
-    raw = raw.strip()
+    raw = (given if given is not None else os.environ.get("KAFKA_RECON_SPARK_REMOTE", "")).strip()
     if not raw:
         return None
     where = "--remote" if given is not None else "KAFKA_RECON_SPARK_REMOTE"
     try:
-        url = urlsplit(raw.split("/;", 1)[0])  # what follows /; (a token) is the client's
+        url = urlsplit(shown_remote(raw))
         good = url.scheme == "sc" and bool(url.hostname) and url.port != 0
     except ValueError:  # a port that is not one
         good = False
     if not good:
-        raise UsageError(f"{where}={raw.split('/;', 1)[0]!r}: expected a Spark Connect URL, "
+        raise UsageError(f"{where}={shown_remote(raw)!r}: expected a Spark Connect URL, "
                          "sc://host:port")
     return raw
+
+
+def shown_remote(url: str) -> str:
+    """A Spark Connect URL fit for a message or a log: what follows /; (a token) left out."""
+    return url.split("/;", 1)[0]
 
 
 def class_archive_path() -> Path | None:

@@ -108,6 +108,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         import json
 
         from kafka_recon import orchestrate
+        from kafka_recon.settings import shown_remote
 
         args = [str(a) for a in self.application_args or []]
         given = dict(zip(args[::2], args[1::2], strict=False))
@@ -116,7 +117,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         replays = int(given["--replays"]) if "--replays" in given else None
         step = Path(str(self.application)).stem
         self.log.info("kafka-recon %s through the Spark Connect server %s", step,
-                      remote.split("/;", 1)[0])
+                      shown_remote(remote))
         summary = orchestrate.spark_step(step, run, replays, _owner(context), remote=remote)
         self.log.info("kafka-recon %s: %s", step, json.dumps(summary))
 

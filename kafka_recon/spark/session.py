@@ -113,8 +113,9 @@ def remote_session(url: str) -> SparkSession:
     from pyspark.sql import SparkSession
 
     from kafka_recon.errors import SparkUnavailable, one_line
+    from kafka_recon.settings import shown_remote
 
-    shown = url.split("/;", 1)[0]  # what follows /; may hold a token
+    shown = shown_remote(url)
     # the client retries a server that does not answer for minutes: a run that cannot reach
     # its Spark says so now
     where = urlsplit(shown)  # checked by settings.spark_remote
