@@ -10,11 +10,11 @@ MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 # the slowest tests are listed after each tier: where `make test`'s 30 minutes go
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: all setup venv jars classes demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium prometheus
+.PHONY: all setup venv jars reader classes demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium prometheus
 
 all: setup
 
-setup: venv jars classes
+setup: venv jars reader classes
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml
@@ -37,10 +37,24 @@ jars: .jars/.installed
 	$(MVN) -P mirror dependency:copy-dependencies
 	touch $@
 
+# kafka-recon's window reader (jvm/src), a Spark source compiled against the installed pyspark's
+# own jars and the Kafka client Maven resolved, so it always matches the Spark that runs it
+READER_SRC := $(shell find jvm/src/main/java -name '*.java')
+READER_JAR := .jars/spark/kafka-recon-reader.jar
+reader: $(READER_JAR)
+$(READER_JAR): $(READER_SRC) .jars/.installed $(VENV)/.installed
+	@command -v javac >/dev/null || { echo "javac not found: install a JDK 17 (Debian: openjdk-17-jdk-headless)"; exit 2; }
+	rm -rf .jars/reader-classes $@
+	javac --release 17 -Xlint:all,-path,-serial -Werror -d .jars/reader-classes \
+	  -cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*:.jars/spark/*" \
+	  $(READER_SRC)
+	jar cf $@ -C .jars/reader-classes .
+	rm -rf .jars/reader-classes
+
 # the Spark driver's class archive: every later run's Spark starts a few seconds sooner; a JVM
 # that cannot make one only makes runs slower, so setup goes on without it
 classes: .jars/spark-classes.jsa
-.jars/spark-classes.jsa: .jars/.installed $(VENV)/.installed kafka_recon/spark/classes.py
+.jars/spark-classes.jsa: .jars/.installed $(READER_JAR) $(VENV)/.installed kafka_recon/spark/classes.py
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m kafka_recon class-archive --out $@ || \
 	  echo "warning: no class archive made; runs work without it, only slower"
 

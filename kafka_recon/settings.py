@@ -196,9 +196,19 @@ def kafka_classpath() -> str:
     return os.pathsep.join(str(j) for j in _jar_list("kafka"))
 
 
+# kafka-recon's window reader (jvm/src), which `make reader` compiles into the Spark jars
+READER_JAR = "kafka-recon-reader.jar"
+
+
 def spark_jars() -> list[str]:
-    """Local jars for Spark: the Kafka connector and the JDBC drivers (never --packages)."""
-    return [str(j) for j in _jar_list("spark")]
+    """Local jars for Spark: the window reader, the Kafka client, the JDBC drivers (never
+    --packages)."""
+    jars = _jar_list("spark")
+    if not any(j.name == READER_JAR for j in jars):
+        raise MissingJarsError(
+            f"no {READER_JAR} in {jars_dir() / 'spark'}: run `make reader` (javac compiles the "
+            "replay's window reader from jvm/src against the installed PySpark's jars)")
+    return [str(j) for j in jars]
 
 
 def lineage_jars() -> list[str]:

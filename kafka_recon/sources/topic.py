@@ -260,14 +260,5 @@ def deleted_before_consumed(ranges: list[PartitionRange],
     return out
 
 
-def spark_offsets(topic: str, ranges: list[PartitionRange]) -> tuple[str, str]:
-    """startingOffsets / endingOffsets JSON for Spark's Kafka source."""
-    import json
-
-    start = {topic: {str(r.partition): r.start for r in ranges}}
-    end = {topic: {str(r.partition): r.end for r in ranges}}
-    return json.dumps(start), json.dumps(end)
-
-
 def as_json(ranges: list[PartitionRange]) -> list[dict[str, Any]]:
     return [asdict(r) for r in ranges]

@@ -2,12 +2,12 @@
 
 The `spark-submit` entry point is `spark_jobs/replay.py`; this module is the step itself.
 
-Each replay reads the offsets found by timestamp (window start .. window end + grace) with the
-official Spark Kafka source under its own group id prefix; Spark's batch Kafka source never
-commits offsets, so production consumer groups are never touched. The first replay's records
-(id, event time, partition, offset, Kafka timestamp) are cached for the reconcile step, which
-runs in the same Spark application (and written to `replays/r1/`, Parquet, when the steps run
-as two); only one summary row per replay reaches the driver.
+Each replay reads the offsets found by timestamp (window start .. window end + grace) with
+kafka-recon's window reader (`READER`, jvm/src) under a fresh group id of its own; it assigns
+partitions and never commits, so production consumer groups are never touched. The first
+replay's records (id, event time, partition, offset, Kafka timestamp) are cached for the
+reconcile step, which runs in the same Spark application (and written to `replays/r1/`,
+Parquet, when the steps run as two); only one summary row per replay reaches the driver.
 
 Later replays read the same offsets and only sum each record's digest (a hash of its partition,
 offset, timestamp, key and value): equal to the first's, they read the very same records, so
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kafka_recon.runfolder import RunFolder
     from kafka_recon.sources.kafka_client import KafkaEndpoint
     from kafka_recon.sources.registry import RegistrySchema
+    from kafka_recon.sources.topic import PartitionRange
     from kafka_recon.window import Window
 
 
@@ -271,27 +272,35 @@ def hash_sum(hashes: Column) -> Column:
 
 
 # ------------------------------------------------------------------ I/O
-def read_window(spark: SparkSession, ep: KafkaEndpoint, topic: str, starting: str, ending: str,
-                group_prefix: str, isolation_level: str) -> DataFrame:
+# kafka-recon's own Spark source for a window's fixed offsets (jvm/src, built by `make reader`
+# into the Spark jars). Spark's Kafka source gives each task one consumer for one partition
+# and asks the broker for the partition's offset range after every poll: a bare read of a
+# million records took 3.0-3.4 s here where this reader, one consumer for several partitions
+# per task, takes 1.0 s (docs/performance.md, "The window reader").
+READER = "kafkarecon.spark.KafkaWindowSource"
+
+
+def read_window(spark: SparkSession, ep: KafkaEndpoint, topic: str, ranges: list[PartitionRange],
+                group: str, isolation_level: str) -> DataFrame:
+    """(key, value, partition, offset, timestamp) of every record of the offset ranges, each
+    partition's [start, end): exactly those the broker holds and the isolation level shows.
+    A range whose records the log no longer holds fails the read (never a part of it)."""
     # the endpoint's settings in the Java client's names: the same cluster, principal and TLS
     # as staging. Kafka's clients log them with passwords, keys and the JAAS string hidden.
     return (
-        spark.read.format("kafka")
+        spark.read.format(READER)
         .options(**BULK_READ)
         .options(**ep.spark_options())  # the flow's own settings win
-        .option("subscribe", topic)
-        .option("startingOffsets", starting)
-        .option("endingOffsets", ending)
-        .option("groupIdPrefix", group_prefix)
+        .option("topic", topic)
+        .option("ranges", ",".join(f"{r.partition}:{r.start}:{r.end}" for r in ranges))
+        .option("groupId", group)
         .option("kafka.isolation.level", isolation_level)
-        .option("failOnDataLoss", "true")
         .load()
-        .select("key", "value", "partition", "offset", "timestamp")
     )
 
 
 def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, record: RecordSpec,
-                   starting: str, ending: str) -> dict[int, RegistrySchema] | None:
+                   ranges: list[PartitionRange]) -> dict[int, RegistrySchema] | None:
     """The schemas the window's values need, by schema id: none for JSON; the flow's schema
     file (under id 0) for Avro written without a registry; else each distinct schema id of
     the window's framed values, asked of the registry once (a few ids reach the driver)."""
@@ -314,7 +323,7 @@ def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, reco
                               f"{exc.strerror}") from None
     conf = ep.registry_conf(tier.schema_registry)
     framed, sid, _ = framing(F.col("value"))
-    raw = read_window(spark, ep, tier.topic, starting, ending,
+    raw = read_window(spark, ep, tier.topic, ranges,
                       f"{GROUP_PREFIX}schemas-{uuid.uuid4().hex[:12]}", tier.isolation_level)
     ids = [int(r["sid"]) for r in raw.where(framed).select(sid.alias("sid")).distinct()
            .collect()]
@@ -365,7 +374,6 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
         GROUP_PREFIX,
         as_json,
         committed_offsets,
-        spark_offsets,
         window_offsets,
     )
     from kafka_recon.window import Window
@@ -383,15 +391,13 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any
-    starting, ending = spark_offsets(tier.topic, read)
-    schemas = window_schemas(spark, ep, tier, record, starting, ending)
+    schemas = window_schemas(spark, ep, tier, record, read)
     replays: list[dict[str, Any]] = []
     first: DataFrame | None = None
 
     def fresh_read(i: int, retry: str = "") -> tuple[str, DataFrame]:
         group = f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-r{i}{retry}"
-        return group, read_window(spark, ep, tier.topic, starting, ending, group,
-                                  tier.isolation_level)
+        return group, read_window(spark, ep, tier.topic, read, group, tier.isolation_level)
 
     wanted = replays_wanted or flow.replays
 

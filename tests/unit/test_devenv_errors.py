@@ -27,6 +27,15 @@ def test_missing_jars_say_how_to_get_them(tmp_path: Path, monkeypatch: pytest.Mo
         spark_jars()
 
 
+def test_a_missing_window_reader_says_how_to_build_it(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "spark").mkdir()
+    (tmp_path / "spark" / "kafka-clients-3.9.0.jar").write_bytes(b"")
+    monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
+    with pytest.raises(MissingJarsError, match="no kafka-recon-reader.jar in .*run `make reader`"):
+        spark_jars()
+
+
 def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("JAVA_HOME", raising=False)

@@ -108,13 +108,14 @@ def test_a_spark_connect_server_is_started_with_a_runs_own_jars_jvm_options_and_
     monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
     monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
     (tmp_path / "spark").mkdir()
-    jar = tmp_path / "spark" / "spark-sql-kafka.jar"
-    jar.write_bytes(b"")
+    reader, jar = tmp_path / "spark" / "kafka-recon-reader.jar", tmp_path / "spark" / "x.jar"
+    for j in (reader, jar):
+        j.write_bytes(b"")
     (tmp_path / "spark-classes.jsa").write_bytes(b"")
     argv, env = server_command("local[2]", port=15099)
     assert argv[1:7] == ["--class", SERVER_CLASS, "--name", "kafka-recon spark-server",
                          "--master", "local[2]"]
-    assert argv[argv.index("--jars") + 1] == str(jar)
+    assert argv[argv.index("--jars") + 1] == f"{reader},{jar}"
     conf = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
     archive = f"-XX:SharedArchiveFile={tmp_path / 'spark-classes.jsa'}"
     assert conf["spark.driver.extraJavaOptions"].startswith(
