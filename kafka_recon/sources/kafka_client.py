@@ -7,9 +7,10 @@ wins). The settings are kept once, in librdkafka's names, and translated here, k
 - for confluent-kafka (staging, offsets, committed offsets, the audit, the preflight), as they
   are, less the settings kafka-recon owns (a connection's `group.id` is never used: it may be
   a production group);
-- for Spark's Kafka source (the replay), into the Java client's names: `sasl.username` and
-  `sasl.password` become a JAAS string, PEM files become inline PEM stores (read here, on the
-  driver, so executors need no files), a PKCS#12 keystore stays a file.
+- for the replay's Java consumer (the window reader in Spark's tasks), into the Java
+  client's names: `sasl.username` and `sasl.password` become a JAAS string, PEM files become
+  inline PEM stores (read here, on the driver, so executors need no files), a PKCS#12
+  keystore stays a file.
 
 A security setting with no Java equivalent is a `ConfigError` naming it: a replay that silently
 connected with fewer settings than staging did would read something else, or nothing.
@@ -123,13 +124,14 @@ class KafkaEndpoint:
             if key in handled or key in LIBRDKAFKA_ONLY:
                 continue
             if key.startswith(("sasl.", "ssl.", "enable.ssl.")):
-                raise ConfigError(f"{self.where}: setting {key!r} has no equivalent for Spark's "
-                                  "Kafka source (the replay would connect differently from "
+                raise ConfigError(f"{self.where}: setting {key!r} has no equivalent for the "
+                                  "replay's Java consumer (it would connect differently from "
                                   "staging); use the settings the README lists")
         return out
 
     def spark_options(self) -> dict[str, str]:
-        """Spark's Kafka source options: each Java setting prefixed with `kafka.`."""
+        """The window reader's options: each Java setting prefixed with `kafka.` (the
+        convention of Spark's Kafka source, which the reader keeps)."""
         return {f"kafka.{k}": v for k, v in self.java().items()}
 
     def _sasl(self, s: dict[str, str]) -> dict[str, str]:

@@ -5,8 +5,8 @@ A run that starts a Spark of its own pays for a fresh JVM every time: about 5 s 
 (docs/performance.md). A daily reconciliation runs many flows: `kafka-recon spark-server`
 starts that Spark once, and `kafka-recon run --remote sc://host:port` (or
 `KAFKA_RECON_SPARK_REMOTE`) gives each run a session of it. The server is started with what a
-run's own Spark would have: the Kafka connector and JDBC drivers, the JVMs on UTC with
-kafka-recon's options, the driver's class archive; each session sets its own SQL settings
+run's own Spark would have: the window reader, the Kafka client and JDBC drivers, the JVMs on
+UTC with kafka-recon's options, the driver's class archive; each session sets its own SQL settings
 (`session.session_conf`). It listens on loopback unless told otherwise: a session sends the
 flow's Kafka and database credentials to it.
 """

@@ -98,7 +98,7 @@ def test_a_pkcs1_key_is_refused_with_the_command_that_converts_it(tmp_path: Path
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}, "not supported"),
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "needs sasl.username"),
     ({"security.protocol": "SSL", "enable.ssl.certificate.verification": "false"},
-     "no equivalent for Spark"),
+     "no equivalent for the replay's Java consumer"),
     ({"security.protocol": "TLS"}, "is not one of"),
 ])
 def test_settings_spark_could_not_honour_are_errors_naming_them(
