@@ -275,8 +275,8 @@ def hash_sum(hashes: Column) -> Column:
 # kafka-recon's own Spark source for a window's fixed offsets (jvm/src, built by `make reader`
 # into the Spark jars). Spark's Kafka source gives each task one consumer for one partition
 # and asks the broker for the partition's offset range after every poll: a bare read of a
-# million records took 3.0-3.4 s here where this reader, one consumer for several partitions
-# per task, takes 1.0 s (docs/performance.md, "The window reader").
+# million records took 3.0-3.7 s here where this reader, one consumer for several partitions
+# per task, takes 1.0-1.1 s (docs/performance.md, "The window reader").
 READER = "kafkarecon.spark.KafkaWindowSource"
 
 
