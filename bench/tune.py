@@ -57,6 +57,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
                               "spark.sql.inMemoryColumnarStorage.compressed": "false"}},
     "cache_plain": {"spark": {"spark.sql.inMemoryColumnarStorage.compressed": "false"}},
     "partitions4": {"spark": {"spark.sql.shuffle.partitions": "4"}},
+    # both of the two above: each alone was within the noise (bench/tune-compress.json)
+    "lean_shuffle": {"spark": {"spark.shuffle.compress": "false",
+                               "spark.shuffle.spill.compress": "false",
+                               "spark.sql.inMemoryColumnarStorage.compressed": "false",
+                               "spark.sql.shuffle.partitions": "4"}},
     # "base" maps the class archive `make setup` made (kafka_recon.spark.classes), when it did
     "no_class_archive": {"env": {"KAFKA_RECON_CLASS_ARCHIVE": ""}},
 }

@@ -445,6 +445,10 @@ class IdFile:
     target: Path
     columns: tuple[str, ...]
     rows: DataFrame
+    # rows read off the findings' cache: one task reads them all. A task per cached partition
+    # per file (50 at 1M for six files of a few hundred ids) cost more in task overhead than
+    # the rows did; the file is written by one task anyway
+    one_task: bool = False
 
 
 def id_rows(df: DataFrame, columns: list[str], s: str | None, p: str | None = None,
@@ -469,18 +473,21 @@ def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path) -> N
     from functools import reduce
 
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
     if not files:
         return
-    shape = StructType([StructField("file", IntegerType()), StructField("ord", IntegerType()),
-                        StructField("line", StringType()), StructField("s", StringType()),
-                        StructField("p", LongType()), StructField("o", LongType())])
-    headers = spark.createDataFrame(
-        [(i, 0, ",".join(f.columns), None, None, None) for i, f in enumerate(files)], shape)
+    # the headers made in the JVM: a DataFrame of Python rows would start a Python worker per
+    # task to unpickle them (about 1 s each, the longest tasks of the job)
+    n = F.col("id").cast("int")
+    headers = spark.range(len(files), numPartitions=1).select(
+        n.alias("file"), F.lit(0).alias("ord"),
+        F.element_at(F.array(*[F.lit(",".join(f.columns)) for f in files]), n + 1).alias("line"),
+        F.lit(None).cast("string").alias("s"), F.lit(None).cast("long").alias("p"),
+        F.lit(None).cast("long").alias("o"))
     rows = reduce(lambda x, y: x.unionByName(y),
-                  [f.rows.select(F.lit(i).alias("file"), F.lit(1).alias("ord"), "line", "s",
-                                 "p", "o") for i, f in enumerate(files)], headers)
+                  [(f.rows.coalesce(1) if f.one_task else f.rows)
+                   .select(F.lit(i).alias("file"), F.lit(1).alias("ord"), "line", "s", "p", "o")
+                   for i, f in enumerate(files)], headers)
     shutil.rmtree(scratch, ignore_errors=True)
     (rows.repartition("file").sortWithinPartitions("file", "ord", "s", "p", "o", "line")
      .select("file", "line").write.mode("overwrite").partitionBy("file")
@@ -735,12 +742,12 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                          for kind in ("missing", "unexpected", "duplicate")}
                 paths = {kind: folder.ids_file(kind, stem) for kind in found}
                 files += [IdFile(paths["missing"], ("id",),
-                                 id_rows(found["missing"], ["id"], "id")),
+                                 id_rows(found["missing"], ["id"], "id"), one_task=True),
                           IdFile(paths["unexpected"], ("id",),
-                                 id_rows(found["unexpected"], ["id"], "id")),
+                                 id_rows(found["unexpected"], ["id"], "id"), one_task=True),
                           IdFile(paths["duplicate"], ("id", "extra"),
                                  id_rows(found["duplicate"].withColumnRenamed("value", "extra"),
-                                         ["id", "extra"], "id", "extra"))]
+                                         ["id", "extra"], "id", "extra"), one_task=True)]
                 expected = per_id.get(("present", slot[i]), {})
                 if slot[i] in dropping:
                     # what the processor drops on purpose was never expected after it
@@ -751,7 +758,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
                                                        & (F.col("at") == k))
                     paths["filtered"] = folder.ids_file("filtered", stem)
                     files.append(IdFile(paths["filtered"], ("id",),
-                                        id_rows(found["filtered"], ["id"], "id")))
+                                        id_rows(found["filtered"], ["id"], "id"), one_task=True))
                     hop.update(filtered=sum(on_purpose.values()),
                                filtered_ids=str(paths["filtered"]))
                 hop.update(
