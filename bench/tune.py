@@ -46,6 +46,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # kafka-recon's own (kafka_recon.settings.DEFAULT_JVM_OPTIONS), "" the JVM's defaults
     "g1_default_jit": {"env": {"KAFKA_RECON_JVM_OPTIONS": ""}},
     "c1": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:TieredStopAtLevel=1"}},
+    # when the JIT compiles: x10 waits ten times longer than the JVM's default thresholds
+    "jit_x10": {"env": {"KAFKA_RECON_JVM_OPTIONS":
+                        "-XX:+UseParallelGC -XX:CompileThresholdScaling=10"}},
+    "jit_x3": {"env": {"KAFKA_RECON_JVM_OPTIONS":
+                       "-XX:+UseParallelGC -XX:CompileThresholdScaling=3"}},
+    "jit_x1": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC"}},
     "parallel_gc": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC"}},
     "parallel_gc_jit4": {"env": {
         "KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},

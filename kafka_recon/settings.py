@@ -109,7 +109,7 @@ def run_stale_hours() -> int:
 
 
 # kafka_recon.spark.session says why these HotSpot options, measured by bench.tune
-DEFAULT_JVM_OPTIONS = "-XX:+UseParallelGC -XX:CompileThresholdScaling=10"
+DEFAULT_JVM_OPTIONS = "-XX:+UseParallelGC -XX:CompileThresholdScaling=3"
 
 
 def jvm_options() -> str:

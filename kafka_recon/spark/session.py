@@ -32,12 +32,15 @@ def spark_conf() -> dict[str, str]:
     spark-submit: UTC, small-data shuffles, and the JVMs' options (`settings.jvm_options`).
 
     Why those JVM options: a run lasts a minute or so on a few cores, and every Spark job
-    brings freshly generated classes that the JIT compiles again once hot. At 1M records the
-    compiler threads used 35-44 CPU seconds of a run, as much as every task together (the
-    JVM's per-thread CPU); compiling later (thresholds x10) cut that to 18 with the tasks no
-    slower, and the throughput collector spent less than G1. A whole run: 17% less CPU at 1M,
-    8% at 5M, a smaller heap, and the same time within the noise (bench/tune-jvm.json,
-    docs/performance.md, "The JVM's compiler").
+    brings freshly generated classes that the JIT compiles again once hot, on the cores the
+    tasks need. How long the JVM waits before compiling (`CompileThresholdScaling`) was
+    measured twice: at x10 the compiler threads of a 1M run used half the CPU they did at the
+    defaults (2026-11-23, when a run took a minute); once runs were shorter (the window reader,
+    the class archive), code left interpreted that long cost more than the compiling saved,
+    and x3 was the fastest and leanest: 35.2 s and 59.5 CPU s at 1M against 39.3 s and 62.6
+    at x10 and 36.4 s and 63.6 at the defaults (bench/tune-jit.json, and at 5M
+    bench/tune-jit-5m.json; docs/performance.md, "The JVM's compiler, measured again"). The
+    throughput collector spent less than G1 (bench/tune-jvm.json).
     """
     from kafka_recon.settings import jvm_options
 
