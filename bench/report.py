@@ -194,17 +194,20 @@ def scaling_table(doc: dict[str, Any]) -> list[str]:
 
 
 def tune_table(tune: dict[str, Any]) -> list[str]:
-    """One row per variant; the CPU seconds too when the tune measured them."""
-    base = tune["variants"].get("base", {})
-    cpu = all("median_cpu_s" in v for v in tune["variants"].values())
+    """One row per variant; the CPU seconds too when the tune measured them. Ratios are to
+    `base`, or to the first variant when the tune ran none of that name."""
+    variants = tune["variants"]
+    ref = "base" if "base" in variants else next(iter(variants))
+    base = variants[ref]
+    cpu = all("median_cpu_s" in v for v in variants.values())
 
     def ratio(v: dict[str, Any], key: str) -> str:
         return f"{v[key] / base[key]:.2f}" if base.get(key) else "-"
 
-    head = "| variant | median s | runs s | ratio to base |"
-    lines = [head + (" median CPU s | CPU ratio to base |" if cpu else "") + " same ids |",
+    head = f"| variant | median s | runs s | ratio to {ref} |"
+    lines = [head + (f" median CPU s | CPU ratio to {ref} |" if cpu else "") + " same ids |",
              "|---|---|---|---|" + ("---|---|" if cpu else "") + "---|"]
-    for name, v in tune["variants"].items():
+    for name, v in variants.items():
         cells = [name, str(v["median_s"]), ", ".join(map(str, v["seconds"])),
                  ratio(v, "median_s")]
         if cpu:

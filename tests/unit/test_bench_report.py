@@ -78,6 +78,15 @@ def test_a_tune_table_gives_wall_and_cpu_ratios_to_base_when_cpu_was_measured() 
     assert report.tune_table(tune)[3] == "| other | 75.0 | 75.0 | 1.25 | True |"
 
 
+def test_a_tune_without_a_base_variant_gives_ratios_to_its_first() -> None:
+    tune = {"variants": {"jit_x10": {"median_s": 40.0, "seconds": [40.0]},
+                         "jit_x3": {"median_s": 36.0, "seconds": [36.0]}},
+            "same_ids": {"jit_x10": True, "jit_x3": True}}
+    lines = report.tune_table(tune)
+    assert lines[0] == "| variant | median s | runs s | ratio to jit_x10 | same ids |"
+    assert lines[3] == "| jit_x3 | 36.0 | 36.0 | 0.90 | True |"
+
+
 def test_runs_through_a_spark_connect_server_are_judged_on_those_after_its_first() -> None:
     served = {**reader(40), "runs_s": [61.0, 38.0, 36.0, 44.0]}  # the first pays the JIT
     rows = report.targets(doc(size(1_000_000, d_kafka_recon=reader(60),
