@@ -51,10 +51,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
                         "-XX:+UseParallelGC -XX:CompileThresholdScaling=10"}},
     "jit_x3": {"env": {"KAFKA_RECON_JVM_OPTIONS":
                        "-XX:+UseParallelGC -XX:CompileThresholdScaling=3"}},
+    "jit_x4": {"env": {"KAFKA_RECON_JVM_OPTIONS":
+                       "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},
     "jit_x1": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC"}},
-    "parallel_gc": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC"}},
-    "parallel_gc_jit4": {"env": {
-        "KAFKA_RECON_JVM_OPTIONS": "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"}},
     "heap2g": {"spark": {"spark.driver.memory": "2g"}},
     # on one machine a shuffle block and a cached column are written and read on the spot:
     # compressing them only spends CPU (local mode; a cluster's network is another matter)
