@@ -321,18 +321,26 @@ def test_a_backfill_of_three_hourly_windows_reconciles_each_and_updates_the_flow
     eng = history.engine(f"sqlite:///{stack.workdir / 'runs' / 'history.db'}")
     recorded = {r["window_start"]: r["status"] for r in history.flow_runs(HOURLY, eng=eng)}
     assert {i: recorded.get(i) for i in iso} == {i: "ok" for i in iso}
-    # the ok windows ran the flow's downstream DAG, with the windows in the Asset's events
-    while not (after := _runs(stack, f"after_{HOURLY}")):
-        assert time.monotonic() < deadline, "the downstream DAG never ran"
+    # the ok windows ran the flow's downstream DAG, with the windows in the Asset's events.
+    # Unpausing the hourly DAG also schedules its latest hour, which is not one of the
+    # backfilled hours when those lie before the demo's day: an ok window too, so its event
+    # is right; every event must be a window recorded ok, and the backfill's must arrive.
+    while True:
+        after = _runs(stack, f"after_{HOURLY}")
+        events = []
+        for run in after:
+            code, body = stack.airflow.api(
+                "GET", f"/dags/after_{HOURLY}/dagRuns/{run['dag_run_id']}/upstreamAssetEvents")
+            assert code == 200, body
+            events += [e["extra"]["window_start"] for e in body["asset_events"]]
+        if set(events) & set(iso):
+            break
+        assert time.monotonic() < deadline, f"no downstream run for a backfilled hour: {events}"
         time.sleep(3)
-    events = []
-    for run in _runs(stack, f"after_{HOURLY}"):
-        code, body = stack.airflow.api(
-            "GET", f"/dags/after_{HOURLY}/dagRuns/{run['dag_run_id']}/upstreamAssetEvents")
-        assert code == 200, body
-        events += [e["extra"]["window_start"] for e in body["asset_events"]]
-    assert set(events) <= set(iso) and events, events
-    assert after[0]["run_type"] == "asset_triggered"
+    ok = {w for w, status in ((r["window_start"], r["status"])
+                              for r in history.flow_runs(HOURLY, eng=eng)) if status == "ok"}
+    assert set(events) <= ok, (events, ok)
+    assert {r["run_type"] for r in after} == {"asset_triggered"}
     # the findings window of the ad-hoc run reconciled nothing whole: no run downstream
     assert _runs(stack, f"after_{FLOW}") == []
 
