@@ -31,7 +31,7 @@ def spark_conf() -> dict[str, str]:
     """Every setting kafka-recon gives its Spark applications, in process or under
     spark-submit: UTC, small-data shuffles, and the JVMs' options (`settings.jvm_options`).
 
-    Why those JVM options: a run lasts a minute or so on a few cores, and every Spark job
+    Why those JVM options: a run is short (35-40 s at 1M here), and every Spark job
     brings freshly generated classes that the JIT compiles again once hot, on the cores the
     tasks need. How long the JVM waits before compiling (`CompileThresholdScaling`) was
     measured twice: at x10 the compiler threads of a 1M run used half the CPU they did at the
