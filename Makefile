@@ -117,9 +117,9 @@ test-integration: setup postgres chromium prometheus
 # speed and memory goals: never timed tests. The whole table (three sizes, three masters and a
 # Spark Connect server, the code before issue 15 as reader g from a worktree) takes about half
 # an hour on 2 cores;
-# BENCH_ARGS="--records 1000000 --readers a,b,d,f" for a quick one.
+# BENCH_ARGS="--records 1000000 --readers a,b,d,f,h" for a quick one.
 BENCH_BEFORE ?= c7d97c7
-BENCH_ARGS ?= --records 1000000,5000000,10000000 --repeats 3 --readers a,b,c,d,f \
+BENCH_ARGS ?= --records 1000000,5000000,10000000 --repeats 3 --readers a,b,c,d,f,h \
 	--masters local[2],local[1],standalone,connect --other-repeats 1 --scale-repeats 1
 bench: setup
 	-command -v kcat >/dev/null || (apt-get install -y -qq kcat >/dev/null 2>&1 || true)

@@ -239,6 +239,12 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
                             "--sink", str(work / "sink.db"), "--start", start.isoformat(),
                             "--end", end.isoformat(), "--out", str(work / "duckdb-{run}")],
     }
+    if not masters[0][1].startswith("sc://"):
+        # the floor: the same Spark reading the same inputs, and nothing else
+        out["h_spark_floor"] = [*env_py, "-m", "bench.spark_floor", "--config",
+                                str(work / "flows.yaml"), "--flow", "bench", "--start",
+                                start.isoformat(), "--end", end.isoformat(), "--master",
+                                masters[0][1]]
     if before is not None:
         # the same command on the code before this change: its checkout first on the path
         out["g_kafka_recon_before"] = [f"PYTHONPATH={before}", *recon, "--master", masters[0][1],
@@ -293,6 +299,8 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                              server=(servers or {}).get(label))
                 if recon:
                     m["timings"] = _timings(work / argv[argv.index("--out") + 1])
+                elif name == "h_spark_floor":  # its last line: the seconds of each read
+                    m["timings"] = json.loads(m["stdout"].strip().splitlines()[-1])
                 runs[name].append(m)
                 print(f"n={n} {name} run {r + 1}: {m['seconds']:.2f}s {m['peak_rss_mb']}",
                       flush=True)
@@ -371,15 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--other-sizes", default="",
                    help="the sizes the other masters run at (default: the smallest)")
     p.add_argument("--other-repeats", type=int, help="the other masters' repeats (default: all)")
-    p.add_argument("--scale-readers", default="a,d,f",
+    p.add_argument("--scale-readers", default="a,d,f,h",
                    help="the readers at the sizes above the smallest")
     p.add_argument("--scale-repeats", type=int, help="repeats above the smallest size "
                    "(default: --repeats)")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results.json")
-    p.add_argument("--readers", default="a,b,c,d,e,f",
+    p.add_argument("--readers", default="a,b,c,d,e,f,h",
                    help="which to run: a kafka perf, b plain python, c kcat, d us, e estimate, "
-                        "f the DuckDB script, g us before (with --before)")
+                        "f the DuckDB script, g us before (with --before), h Spark reading "
+                        "the same inputs and nothing else")
     p.add_argument("--before", type=Path,
                    help="a checkout of the code to compare with (git worktree), run as g")
     p.add_argument("--keep", action="store_true", help="keep the topic and tables afterwards")

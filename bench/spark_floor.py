@@ -1,0 +1,83 @@
+"""The floor under any Spark run of a flow: read what a run reads, and do nothing else.
+
+    python -m bench.spark_floor --config flows.yaml --flow F --start T --end T \
+        [--master local[2]] [--replays N]
+
+A fresh Spark with kafka-recon's own session (settings, jars, class archive) reads the flow's
+inputs as a run does: every Kafka tier's window (with the disorder margins) N times through the
+window reader, each with its own group, and every SQL tier once over JDBC in kafka-recon's time
+slices. Each read is reduced to a count and an xor of a hash of every column, so every byte is read
+and none is compared. Prints one JSON line: the seconds of the Spark start and of each read.
+
+Its slope (seconds per million records, `make bench`'s reader h) is what reading the inputs
+costs in Spark on this machine; what a run spends above it is the comparison itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.spark_floor",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--flow", required=True)
+    p.add_argument("--start", required=True)
+    p.add_argument("--end", required=True)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--replays", type=int, help="the topic's reads (default: the flow's replays)")
+    a = p.parse_args(argv)
+
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    from kafka_recon.config import KafkaTier, SqlTier, load_flow
+    from kafka_recon.settings import spark_jars
+    from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.sources.topic import GROUP_PREFIX, window_offsets
+    from kafka_recon.spark.reconcile import read_sql_tier
+    from kafka_recon.spark.replay import read_window
+    from kafka_recon.spark.session import session
+    from kafka_recon.window import Window
+
+    flow = load_flow(a.config, a.flow)
+    window = Window.parse(a.start, a.end, flow.longest_grace)
+    t0 = time.monotonic()
+    spark = session(f"kafka-recon floor {flow.name}", master=a.master, jars=spark_jars())
+    spark.sparkContext.setLogLevel("WARN")
+    out: dict[str, Any] = {"spark_start_s": round(time.monotonic() - t0, 2), "reads": []}
+
+    def reduced(name: str, df: DataFrame) -> None:
+        t = time.monotonic()
+        row = df.agg(F.count(F.lit(1)).alias("n"),
+                     F.bit_xor(F.xxhash64(*df.columns)).alias("h")).collect()[0]
+        out["reads"].append({"read": name, "records": row["n"],
+                             "seconds": round(time.monotonic() - t, 2)})
+
+    for tier in flow.tiers:
+        if isinstance(tier, KafkaTier):
+            w = replace(window, grace=flow.grace_of(tier))
+            ep = endpoint(tier)
+            ranges = window_offsets(ep, tier.topic, Window.millis(w.start - flow.disorder),
+                                    Window.millis(w.closes_at + flow.disorder))
+            for i in range(1, (a.replays or flow.replays) + 1):
+                group = f"{GROUP_PREFIX}{flow.name}-floor-{uuid.uuid4().hex[:12]}-r{i}"
+                reduced(f"{tier.name} r{i}", read_window(spark, ep, tier.topic, ranges, group,
+                                                         tier.isolation_level))
+        elif isinstance(tier, SqlTier):
+            reduced(tier.name, read_sql_tier(spark, tier, window))
+    out["seconds"] = round(time.monotonic() - t0, 2)
+    spark.stop()
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
