@@ -29,7 +29,10 @@ EPOCH_UNITS = {"epoch_s": "1000000", "epoch_ms": "1000", "epoch_us": "1", "epoch
 def normalise_id(text: Column) -> Column:
     from pyspark.sql import functions as F
 
-    integral = F.regexp_replace(text, r"^(-?[0-9]+)\.0+$", "$1")
+    # the regex only where it can match: it decodes, matches and re-encodes every id it sees
+    # (0.4 of 0.5 us per id here), and most ids have no point
+    integral = F.when(text.contains("."),
+                      F.regexp_replace(text, r"^(-?[0-9]+)\.0+$", "$1")).otherwise(text)
     return F.when(integral == "-0", F.lit("0")).otherwise(integral)
 
 

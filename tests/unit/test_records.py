@@ -42,10 +42,11 @@ def one(spark: SparkSession, column: F.Column, value: str | None) -> object:
 @pytest.mark.parametrize(("raw", "id_"), [
     ("9223372036854775806", "9223372036854775806"), ("-9007199254740993", "-9007199254740993"),
     ("1.0", "1"), ("-12.000", "-12"), ("-0", "0"), ("0", "0"), ("007", "007"), ("1.5", "1.5"),
-    (" 7", " 7"), ("a1.0", "a1.0"), ("NULL", "NULL"), ("", ""),
+    (" 7", " 7"), ("a1.0", "a1.0"), ("NULL", "NULL"), ("", ""), ("-0.0", "0"), ("1.", "1."),
+    (".0", ".0"), ("1.0.0", "1.0.0"), ("١.0", "١.0"), (None, None),
 ])
 def test_ids_are_text_with_integral_decimals_made_integers_and_nothing_else_changed(
-        spark: SparkSession, raw: str, id_: str) -> None:
+        spark: SparkSession, raw: str | None, id_: str | None) -> None:
     assert one(spark, normalise_id(F.col("v")), raw) == id_
 
 
