@@ -262,13 +262,30 @@ def digests(raw: DataFrame, record: RecordSpec) -> DataFrame:
             .agg(F.count(F.lit(1)).alias("read"), hash_sum(F.col("digest")).alias("digest")))
 
 
+# a 64-bit hash as four 16-bit pieces: the top one signed (an arithmetic shift), the others not
+HASH_PIECES = (48, 32, 16, 0)
+
+
 def hash_sum(hashes: Column) -> Column:
     """The sum of 64-bit hashes as exact decimal text ("0" for none): a long would overflow,
-    and a sum does not depend on the order rows were read in."""
+    and a sum does not depend on the order rows were read in.
+
+    Summed as four long sums of 16-bit pieces, joined as one decimal at the end: each piece's
+    sum stays below 2^63 for up to 2^47 rows, and a long sum adds in place where a sum of
+    decimal(38,0) made a BigInteger per row (7% of a run's task samples at 5M)."""
+    from decimal import Decimal
+
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.sum(hashes.cast("decimal(38,0)")),
-                      F.lit(0).cast("decimal(38,0)")).cast("string")
+    exact = "decimal(38,0)"
+    total = F.lit(0).cast(exact)
+    for shift in HASH_PIECES:
+        piece = F.shiftright(hashes, shift)
+        piece = piece if shift == HASH_PIECES[0] else piece.bitwiseAND(0xFFFF)
+        # (the total stays below 2^111: well inside 38 digits)
+        total = total + F.coalesce(F.sum(piece), F.lit(0)).cast(exact) \
+            * F.lit(Decimal(2 ** shift)).cast(exact)
+    return total.cast("string")
 
 
 # ------------------------------------------------------------------ I/O

@@ -253,6 +253,21 @@ def test_fingerprint_ignores_order_and_sees_a_changed_id(spark: SparkSession) ->
     assert fp(a) != fp([("1", at(1), 0, 1, at(1)), ("3", at(2), 0, 2, at(2))])
 
 
+def test_a_hash_sum_is_the_exact_sum_of_signed_64_bit_hashes(spark: SparkSession) -> None:
+    import random
+
+    rnd = random.Random(7)
+    edges = [2**63 - 1, -2**63, -1, 0, 1, 2**48, -2**48, 0xFFFF, -0x10000]
+    cases = [edges, [2**63 - 1] * 1000, [-2**63] * 1000, [None, None], [],
+             [rnd.randrange(-2**63, 2**63) for _ in range(5000)]]
+    schema = StructType([StructField("h", LongType())])
+    for hashes in cases:
+        df = spark.createDataFrame([(h,) for h in hashes], schema)
+        got = df.agg(P.hash_sum(df["h"]).alias("s")).first()
+        assert got is not None
+        assert got["s"] == str(sum(h for h in hashes if h is not None)), hashes[:3]
+
+
 def test_digests_without_the_fields_match_the_summary_and_see_one_changed_byte(
         spark: SparkSession) -> None:
     """What a later replay sums (no value read) equals what the first replay's summary sums,
