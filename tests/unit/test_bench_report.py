@@ -106,16 +106,16 @@ def test_runs_through_a_spark_connect_server_are_judged_on_those_after_its_first
 
 
 def test_the_slope_target_names_the_floor_when_the_reads_alone_were_measured() -> None:
-    floor = [{"spark_start_s": 3.0, "reads": [{"read": "topic r1", "records": 10, "seconds": 2.0},
-                                             {"read": "upstream", "records": 10, "seconds": 1.0}]}]
+    floor = [{"spark_start_s": 3.0, "steps": [{"step": "topic r1", "rows": 10, "seconds": 2.0},
+                                             {"step": "upstream", "rows": 10, "seconds": 1.0}]}]
     d = doc(size(1_000_000, d_kafka_recon=reader(30), a_kafka_consumer_perf=reader(3),
                  h_spark_floor={**reader(10), "timings": floor}),
             size(5_000_000, d_kafka_recon=reader(70), a_kafka_consumer_perf=reader(7),
                  h_spark_floor={**reader(30), "timings": floor}))
     figure = {t[0]: t[1] for t in report.targets(d)}[
         "slope of d <= 2.5 x ConsumerPerformance's slope x 2 replays"]
-    assert figure == "10.00 s/M against 5.00 s/M (a: 1.00 s/M; h, the reads alone: 5.00 s/M)"
-    assert "| topic r1 (10 records) | 2.00 |" in report.floor_table(d["sizes"][0])
+    assert figure == "10.00 s/M against 5.00 s/M (a: 1.00 s/M; h, the floor: 5.00 s/M)"
+    assert "| topic r1 (10 rows) | 2.00 |" in report.floor_table(d["sizes"][0])
     assert "| Spark start | 3.00 |" in report.floor_table(d["sizes"][0])
     # the same seconds at both sizes: no read grows with the data
     assert "| topic r1 | 0.00 | 2.00 |" in report.floor_slopes(d)
