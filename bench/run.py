@@ -240,7 +240,7 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
                             "--end", end.isoformat(), "--out", str(work / "duckdb-{run}")],
     }
     if not masters[0][1].startswith("sc://"):
-        # the floor: the same Spark reading the same inputs, and nothing else
+        # the floor: the same Spark reading the same inputs and grouping their ids once
         out["h_spark_floor"] = [*env_py, "-m", "bench.spark_floor", "--config",
                                 str(work / "flows.yaml"), "--flow", "bench", "--start",
                                 start.isoformat(), "--end", end.isoformat(), "--master",
@@ -299,7 +299,7 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                              server=(servers or {}).get(label))
                 if recon:
                     m["timings"] = _timings(work / argv[argv.index("--out") + 1])
-                elif name == "h_spark_floor":  # its last line: the seconds of each read
+                elif name == "h_spark_floor":  # its last line: the seconds of each step
                     m["timings"] = json.loads(m["stdout"].strip().splitlines()[-1])
                 runs[name].append(m)
                 print(f"n={n} {name} run {r + 1}: {m['seconds']:.2f}s {m['peak_rss_mb']}",
@@ -387,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results.json")
     p.add_argument("--readers", default="a,b,c,d,e,f,h",
                    help="which to run: a kafka perf, b plain python, c kcat, d us, e estimate, "
-                        "f the DuckDB script, g us before (with --before), h Spark reading "
-                        "the same inputs and nothing else")
+                        "f the DuckDB script, g us before (with --before), h the floor (the "
+                        "same Spark: the reads and one grouping by id)")
     p.add_argument("--before", type=Path,
                    help="a checkout of the code to compare with (git worktree), run as g")
     p.add_argument("--keep", action="store_true", help="keep the topic and tables afterwards")
