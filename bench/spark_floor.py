@@ -23,7 +23,6 @@ import argparse
 import json
 import time
 import uuid
-from dataclasses import replace
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -46,9 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     from kafka_recon.config import KafkaTier, SqlTier, load_flow
     from kafka_recon.settings import spark_jars
     from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.topic import GROUP_PREFIX, window_offsets
+    from kafka_recon.sources.topic import GROUP_PREFIX
     from kafka_recon.spark.reconcile import read_sql_tier
-    from kafka_recon.spark.replay import extract_records, read_window, window_schemas
+    from kafka_recon.spark.replay import (
+        extract_records,
+        read_ranges,
+        read_window,
+        window_schemas,
+    )
     from kafka_recon.spark.session import session
     from kafka_recon.window import Window
 
@@ -69,10 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     held: list[DataFrame] = []  # every tier's ids, held as a run holds its records
     for tier in flow.tiers:
         if isinstance(tier, KafkaTier):
-            w = replace(window, grace=flow.grace_of(tier))
             ep = endpoint(tier)
-            ranges = window_offsets(ep, tier.topic, Window.millis(w.start - flow.disorder),
-                                    Window.millis(w.closes_at + flow.disorder))
+            ranges = read_ranges(ep, flow, tier, window)
             record = flow.record_of(tier)
             schemas = window_schemas(spark, ep, tier, record, ranges)
             for i in range(1, (a.replays or flow.replays) + 1):

@@ -369,6 +369,20 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     return out, records
 
 
+def read_ranges(ep: KafkaEndpoint, flow: Flow, tier: KafkaTier, window: Window
+                ) -> list[PartitionRange]:
+    """The offsets a replay reads: the topic's window, closing at its own grace, widened on
+    both sides by the flow's disorder margin (found by Kafka timestamp)."""
+    from dataclasses import replace
+
+    from kafka_recon.sources.topic import window_offsets
+    from kafka_recon.window import Window
+
+    window = replace(window, grace=flow.grace_of(tier))
+    return window_offsets(ep, tier.topic, Window.millis(window.start - flow.disorder),
+                          Window.millis(window.closes_at + flow.disorder))
+
+
 def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
                  folder: RunFolder, replays_wanted: int | None = None, keep_records: bool = True
                  ) -> tuple[dict[str, Any], DataFrame]:
@@ -402,9 +416,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     # margin on both sides)
     ranges = window_offsets(ep, tier.topic, Window.millis(window.start),
                             Window.millis(window.closes_at))
-    read = window_offsets(ep, tier.topic,
-                          Window.millis(window.start - flow.disorder),
-                          Window.millis(window.closes_at + flow.disorder))
+    read = read_ranges(ep, flow, tier, window)
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any
