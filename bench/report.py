@@ -221,17 +221,24 @@ def tune_table(tune: dict[str, Any]) -> list[str]:
     return lines
 
 
+def floor_steps(size: dict[str, Any]) -> dict[str, tuple[int, list[float]]]:
+    """The floor's steps (h) at one size: name -> (rows, the seconds of each run)."""
+    steps: dict[str, tuple[int, list[float]]] = {}
+    for t in size["results"].get("h_spark_floor", {}).get("timings") or []:
+        for r in t["steps"]:
+            steps.setdefault(r["step"], (r["rows"], []))[1].append(r["seconds"])
+    return steps
+
+
 def floor_table(size: dict[str, Any]) -> list[str]:
     """Median seconds of each of the floor's steps (h), and its Spark start."""
     runs = size["results"].get("h_spark_floor", {}).get("timings") or []
     if not runs:
         return []
-    steps: dict[str, list[float]] = {"Spark start": [t["spark_start_s"] for t in runs]}
-    for t in runs:
-        for r in t["steps"]:
-            steps.setdefault(f"{r['step']} ({r['rows']:,} rows)", []).append(r["seconds"])
-    return ["| step | median s |", "|---|---|",
-            *(f"| {k} | {statistics.median(v):.2f} |" for k, v in steps.items())]
+    start = statistics.median(t["spark_start_s"] for t in runs)
+    return ["| step | median s |", "|---|---|", f"| Spark start | {start:.2f} |",
+            *(f"| {name} ({rows:,} rows) | {statistics.median(secs):.2f} |"
+              for name, (rows, secs) in floor_steps(size).items())]
 
 
 def floor_slopes(doc: dict[str, Any]) -> list[str]:
@@ -239,12 +246,7 @@ def floor_slopes(doc: dict[str, Any]) -> list[str]:
     grouping, cost what per million records of the topic."""
     per: dict[str, list[tuple[float, float]]] = {}
     for size in doc["sizes"]:
-        runs = size["results"].get("h_spark_floor", {}).get("timings") or []
-        steps: dict[str, list[float]] = {}
-        for t in runs:
-            for r in t["steps"]:
-                steps.setdefault(r["step"], []).append(r["seconds"])
-        for name, secs in steps.items():
+        for name, (_, secs) in floor_steps(size).items():
             per.setdefault(name, []).append((size["records"] / MILLION,
                                              statistics.median(secs)))
     rows = {k: fit(v) for k, v in per.items() if len(v) >= 2}
