@@ -278,10 +278,9 @@ def render(doc: dict[str, Any], tunes: dict[str, dict[str, Any]] | None = None
                 "Median seconds at each size; slope and intercept from a least-squares line "
                 "through the medians (seconds = intercept + slope x millions of records).", ""]
         out += scaling_table(doc)
-        if floor_slopes(doc):
+        if lines := floor_slopes(doc):
             out += ["", "The floor's steps (h) one by one, each a line through its medians:",
-                    ""]
-            out += floor_slopes(doc)
+                    "", *lines]
     for size in doc["sizes"]:
         out += ["", f"## {size['records']:,} records", "",
                 f"Data: {json.dumps(size['data'])}.", ""]
@@ -297,9 +296,8 @@ def render(doc: dict[str, Any], tunes: dict[str, dict[str, Any]] | None = None
             out += ["", "Where d's time went, median seconds per step (its `timings.json`):",
                     ""]
             out += step_table(size)
-        if floor_table(size):
-            out += ["", "What the floor (h) spent on each step, median seconds:", ""]
-            out += floor_table(size)
+        if lines := floor_table(size):
+            out += ["", "What the floor (h) spent on each step, median seconds:", "", *lines]
     for name, tune in (tunes or {}).items():
         out += ["", f"## Settings tried: {', '.join(tune['variants'])} ({tune['records']:,} "
                     f"records, {tune['master']}, `python -m bench.tune`, {tune['when']}, "

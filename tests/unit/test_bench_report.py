@@ -105,7 +105,7 @@ def test_runs_through_a_spark_connect_server_are_judged_on_those_after_its_first
     assert not [t for t in once if "Spark Connect" in t[0]]
 
 
-def test_the_slope_target_names_the_floor_when_the_reads_alone_were_measured() -> None:
+def test_the_slope_target_names_the_floor_when_it_was_measured() -> None:
     floor = [{"spark_start_s": 3.0, "steps": [{"step": "topic r1", "rows": 10, "seconds": 2.0},
                                              {"step": "upstream", "rows": 10, "seconds": 1.0}]}]
     d = doc(size(1_000_000, d_kafka_recon=reader(30), a_kafka_consumer_perf=reader(3),
