@@ -109,7 +109,7 @@ def wait_mirrored(bootstrap: str, topic: str, records: int, timeout: float = 180
                   mirror: MirrorMaker2 | None = None) -> int:
     """Wait until `topic` on the target holds at least `records` records (end offsets
     summed); returns how many it holds."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-probe",
                          "enable.auto.commit": False})
@@ -118,11 +118,20 @@ def wait_mirrored(bootstrap: str, topic: str, records: int, timeout: float = 180
         while time.monotonic() < deadline:
             md = consumer.list_topics(topic, timeout=10).topics.get(topic)
             if md is not None and md.error is None and md.partitions:
-                held = sum(consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                          timeout=10)[1]
-                           for p in md.partitions)
-                if held >= records:
-                    return held
+                try:
+                    held = sum(consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                              timeout=10)[1]
+                               for p in md.partitions)
+                except KafkaException as e:
+                    # a topic the mirror has just made may have no leader yet: not yet held
+                    err = e.args[0]
+                    if not (err.retriable() or err.code() in (
+                            KafkaError.NOT_LEADER_FOR_PARTITION,
+                            KafkaError.LEADER_NOT_AVAILABLE)):
+                        raise
+                else:
+                    if held >= records:
+                        return held
             time.sleep(1)
     finally:
         consumer.close()
