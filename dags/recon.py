@@ -1,8 +1,9 @@
 """One scheduled reconciliation DAG per flow of the flow config: `recon__<flow>`.
 
 The data interval is the window: the run after midnight reconciles the day before it (or, with
-the flow's `window: 1h`, each hour after it ends). An ok window updates the flow's Asset
-`kafka-recon://<flow>`. This file
+the flow's `window: 1h`, each hour after it ends), once the window has closed (its end plus the
+flow's grace and disorder margin: `wait_for_closing` defers until then). An ok window updates
+the flow's Asset `kafka-recon://<flow>`. This file
 only wires tasks (kafka_recon.faces.airflow_tasks); parsing reads the flow config, a local YAML
 file, and imports neither pyspark, pandas nor great_expectations. A flow whose config is wrong
 gets no DAG here; `recon_config.py` names it as an import error, and every other flow still runs.
@@ -16,7 +17,7 @@ from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
-from kafka_recon.faces.airflow_tasks import RunArgs, daily_run, spark_jars
+from kafka_recon.faces.airflow_tasks import MACROS, RunArgs, daily_run
 from kafka_recon.orchestrate import staged_tiers
 from kafka_recon.settings import config_path, task_retries
 
@@ -40,10 +41,11 @@ def build_dag(flow: Flow) -> DAG:
         schedule=CronDataIntervalTimetable(str(schedule_of(flow.window)), timezone="UTC"),
         start_date=datetime(2026, 1, 1, tzinfo=UTC),
         catchup=False,
-        max_active_runs=1,
+        # windows are runs of their own: one that waits, fails or retries never holds back the
+        # next window (the run folder's claim already keeps two runs off one window)
         default_args=default_args(",".join(flow.owners)),
         tags=["kafka-recon", f"flow:{flow.name}", *flow.tags],
-        user_defined_macros={"kafka_recon_spark_jars": spark_jars},
+        user_defined_macros=MACROS,
         doc_md=__doc__,
     ) as dag:
         daily_run(RunArgs(flow=flow.name, start="{{ data_interval_start.isoformat() }}",

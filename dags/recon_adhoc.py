@@ -1,8 +1,10 @@
 """`recon_adhoc`: reconcile any configured flow over any window, from the Airflow UI's trigger form.
 
 The form's fields are DAG Params, checked when the run is triggered (a bad value is refused with
-the field's description); `check` then tests what a schema cannot (end after start, not in the
-future) before anything is read. This file only wires tasks (kafka_recon.faces.airflow_tasks).
+the field's description); `check` then tests what a schema cannot (end after start, a start not
+in the future) before anything is read. A window that has not closed yet (its end plus the
+flow's grace and disorder margin) is waited for, deferred, as the scheduled DAG waits. This file
+only wires tasks (kafka_recon.faces.airflow_tasks).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from airflow.sdk import DAG, AssetAlias, Param, task
 
 from kafka_recon.config import load_flows_partial
 from kafka_recon.faces.airflow_tasks import (
+    MACROS,
     RECONCILED_ALIAS,
     RunArgs,
-    spark_jars,
+    begin,
     stage_tier,
+    wait_for_closing,
     wire_run,
 )
 from kafka_recon.settings import config_path
@@ -31,7 +35,7 @@ with DAG(
     catchup=False,
     default_args={"owner": "kafka-recon", "retries": 0},
     tags=["kafka-recon", "ad-hoc"],
-    user_defined_macros={"kafka_recon_spark_jars": spark_jars},
+    user_defined_macros=MACROS,
     params={
         "flow": Param(FLOWS[0] if FLOWS else "", type="string", enum=FLOWS,
                       title="Flow", description="A flow of the flow config."),
@@ -59,5 +63,7 @@ with DAG(
         return check_adhoc(flow, start, end)
 
     tiers = check(args.flow, args.start, args.end)
-    wire_run(args, stage_tier.partial(flow=args.flow, start=args.start, end=args.end)
-             .expand(tier=tiers), AssetAlias(RECONCILED_ALIAS))
+    staged = stage_tier.partial(flow=args.flow, start=args.start, end=args.end) \
+        .expand(tier=tiers)
+    tiers >> wait_for_closing(args) >> begin(args.flow, args.start, args.end) >> staged
+    wire_run(args, staged, AssetAlias(RECONCILED_ALIAS))

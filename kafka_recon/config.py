@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -136,9 +137,48 @@ class RecordSpec(_Strict):
                          f"pattern with a year (such as 'dd/MM/yyyy HH:mm:ss'), got {v!r}")
 
 
+_FRACTION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+ToleranceKind = Literal["loss", "duplicate", "unexpected"]
+
+
+def _allowance(v: Any) -> int | str:
+    """A count of records (0, 25) or a percentage of the hop's expected records ("0.01%")."""
+    if isinstance(v, bool):
+        raise ValueError(f"expected a whole number of records or a percentage such as "
+                         f"'0.01%', got {v!r}")
+    if isinstance(v, int):
+        if v < 0:
+            raise ValueError(f"a count of records must not be negative, got {v}")
+        return v
+    if isinstance(v, str):
+        m = _FRACTION.match(v)
+        if m and float(m.group(1)) <= 100:
+            return f"{m.group(1)}%"
+        if v.strip().isdigit():
+            return int(v)
+    raise ValueError(f"expected a whole number of records or a percentage between 0% and "
+                     f"100% such as '0.01%', got {v!r}")
+
+
+Allowance = Annotated[int | str, BeforeValidator(_allowance)]
+
+
 class Tolerance(_Strict):
-    loss: int = Field(0, ge=0)
-    duplicate: int = Field(0, ge=0)
+    """How many records of each kind a hop may show before its window fails: a count, or a
+    percentage of the records the hop expected (rounded down: 0.01% of 9,999 records is 0)."""
+    loss: Allowance = 0
+    duplicate: Allowance = 0
+    unexpected: Allowance = 0
+
+    def allowed(self, kind: ToleranceKind, expected: int | None) -> int:
+        """The records of `kind` the hop may show, for a hop that expected `expected`."""
+        value = getattr(self, kind)
+        if isinstance(value, int):
+            return value
+        # exact decimal arithmetic: 0.01% of 10,000 is 1, never 0.9999...
+        from decimal import Decimal
+
+        return int(Decimal(value[:-1]) * (expected or 0) // 100)
 
 
 # the columns a replay's Kafka rows already have (Spark's names ignore case): a drop field by
@@ -414,6 +454,13 @@ class Flow(_Strict):
     def longest_grace(self) -> timedelta:
         """When the whole flow's window has closed: the slowest topic's grace."""
         return max([self.grace, *(self.grace_of(t) for t in self.kafka_tiers)])
+
+    @property
+    def closing(self) -> timedelta:
+        """How long after a window's end it is closed for counting (its closing time): the
+        longest grace, plus the disorder margin the replay reads beyond it (a record of the
+        window whose producer's clock lags may be appended that much later)."""
+        return self.longest_grace + self.disorder
 
     def tolerance_into(self, point: str) -> Tolerance:
         """The tolerance of the hop into a point: its tier's own, else the flow's."""

@@ -6,8 +6,19 @@ window and options come from, which are Jinja templates rendered when each task 
 bodies import the orchestration lazily: parsing a DAG file stays free of I/O and of pyspark,
 pandas and great_expectations.
 
-    begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic >> replay_reconcile
-      >> validate >> report (all done) >> [history, notify, alert] (all done) >> verdict (all done)
+    wait_for_closing >> begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic
+      >> replay_reconcile >> validate >> report (all done) >> [history, notify, alert] (all done)
+      >> verdict (all done)
+
+`wait_for_closing` defers (no worker slot is held) until the window's closing time: its end
+plus the flow's longest grace and disorder margin (`Flow.closing`). A window reconciled before
+then is rightly inconclusive: records may still arrive.
+
+What fails and what retries: a window with findings, or an inconclusive one, fails its run at
+once (`validate`, `verdict`: AirflowFailException, never retried: a retry would read the same
+answer); an error that may pass on a retry (a broker, database or SMTP server that cannot be
+reached, Spark failing to start) is retried with backoff. Windows are runs of their own, never
+queued behind each other, so a mail that fails never holds back the next window's verdict.
 
 `begin` holds the window's run folder for this DAG run (a second run of the same window, daily
 or ad-hoc, is refused naming the first) and clears its previous outputs, so a run that fails
@@ -38,6 +49,25 @@ class RunArgs:
     config: str
     replays: str | None = None  # None: the flow's own replay count
     email: str = "True"
+
+    @property
+    def flow_expr(self) -> str:
+        """The flow as a Jinja expression (inside another template's braces)."""
+        return _expr(self.flow)
+
+    @property
+    def end_expr(self) -> str:
+        return _expr(self.end)
+
+
+def _expr(template: str) -> str:
+    """`{{ x }}` as the expression x; a literal as a quoted string."""
+    import json
+
+    inner = template.strip()
+    if inner.startswith("{{") and inner.endswith("}}"):
+        return "(" + inner[2:-2].strip() + ")"
+    return json.dumps(template)
 
 
 def spark_jars() -> str:
@@ -249,6 +279,32 @@ def _held(flow: str, start: str, end: str) -> Any:
     return run
 
 
+def closing_time(flow: str, end: str, config: str) -> str:
+    """A user macro: the closing time of the window ending at `end` (ISO 8601), read from the
+    flow config when the wait renders, so the wait follows the config the run will use."""
+    from kafka_recon.config import load_flow
+    from kafka_recon.window import iso_z, parse_instant
+
+    return iso_z(parse_instant(end, "window end") + load_flow(config, flow).closing)
+
+
+# the macros a reconciliation DAG's templates call
+MACROS = {"kafka_recon_spark_jars": spark_jars, "kafka_recon_closing_time": closing_time}
+
+
+def wait_for_closing(args: RunArgs) -> Any:
+    """Waits for the window's closing time in the triggerer: no worker slot is held meanwhile;
+    a window closed long ago passes at once."""
+    import json
+
+    from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
+
+    return DateTimeSensorAsync(
+        task_id="wait_for_closing",
+        target_time=("{{ kafka_recon_closing_time(" + args.flow_expr + ", " + args.end_expr
+                     + ", " + json.dumps(args.config) + ") }}"))
+
+
 @task
 def begin(flow: str, start: str, end: str) -> str:
     """Hold the window's folder for this run and clear its previous outputs."""
@@ -278,12 +334,15 @@ def stage_topic(flow: str, start: str, end: str) -> str:
 
 @task
 def validate(flow: str, start: str, end: str) -> bool:
+    from airflow.sdk.exceptions import AirflowFailException
+
     from kafka_recon import orchestrate
 
     summary = orchestrate.validate(_held(flow, start, end))
     if not summary["success"]:
         failed = {k: v["failed"] for k, v in summary["suites"].items() if v["failed"]}
-        raise RuntimeError(f"Great Expectations validation failed: {failed}")
+        # the window's answer: a retry would validate the same counts
+        raise AirflowFailException(f"Great Expectations validation failed: {failed}")
     return True
 
 
@@ -349,6 +408,7 @@ def verdict(flow: str, start: str, end: str) -> str:
     """Ends the run red when the flow is not ok, after owners have been told; an ok window
     updates the flow's Asset (`reconciled`), with the window as the event's extra."""
     from airflow.sdk import Asset, AssetAlias, get_current_context
+    from airflow.sdk.exceptions import AirflowFailException
 
     from kafka_recon import orchestrate
 
@@ -357,7 +417,9 @@ def verdict(flow: str, start: str, end: str) -> str:
     result = orchestrate.conclude(run)
     line = result.verdict()
     if result.status != "ok":
-        raise RuntimeError(line)  # the reasons of an inconclusive run are in this line
+        # the window's answer, not an error a retry may clear (the reasons of an
+        # inconclusive run are in this line)
+        raise AirflowFailException(line)
     context = get_current_context()
     extra: dict[str, Any] = {"flow": flow, "window_start": result.window.start,
                              "window_end": result.window.end}
@@ -388,6 +450,7 @@ def wire_run(args: RunArgs, staged: Any, reconciles: Any) -> None:
 def daily_run(args: RunArgs, tiers: list[str]) -> None:
     """The daily DAG's tasks: one staging task per tier, known when the DAG is parsed."""
     begun = begin(args.flow, args.start, args.end)
+    wait_for_closing(args) >> begun
     staged = [stage_tier.override(task_id=f"stage__{t}")(args.flow, t, args.start, args.end)
               for t in tiers]
     if staged:
@@ -396,8 +459,8 @@ def daily_run(args: RunArgs, tiers: list[str]) -> None:
 
 
 def check_adhoc(flow: str, start: str, end: str) -> list[str]:
-    """The ad-hoc form's cross-field checks, in words a person fixes; then the run begins
-    (its previous outputs cleared). Returns the tiers to stage."""
+    """The ad-hoc form's cross-field checks, in words a person fixes. Returns the tiers to
+    stage; the run begins once its window has closed."""
     from datetime import UTC, datetime
 
     from kafka_recon import orchestrate
@@ -409,5 +472,4 @@ def check_adhoc(flow: str, start: str, end: str) -> list[str]:
         raise UsageError(f"trigger form: {exc}") from None
     if run.window.start > datetime.now(UTC):
         raise UsageError(f"trigger form: the window start {start} is in the future")
-    orchestrate.begin(run, _owner())
     return orchestrate.staged_tiers(run.flow)

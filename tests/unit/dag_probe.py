@@ -73,6 +73,10 @@ for d in bag.dags.values():
         "trigger_rules": {t.task_id: getattr(t.trigger_rule, "value", t.trigger_rule)
                           for t in d.tasks},
         "rendered": rendered,
+        # tasks that wait in the triggerer rather than in a worker slot
+        # (a deferring operator resumes in a method of its own; the live-scheduler test sees
+        # the task deferred)
+        "deferrable": {t.task_id: True for t in d.tasks if hasattr(t, "execute_complete")},
         "outlets": {t.task_id: [f"{type(o).__name__} {o.name} {getattr(o, 'uri', '')}".strip()
                                 for o in t.outlets] for t in d.tasks if t.outlets},
     }

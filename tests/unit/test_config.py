@@ -118,3 +118,33 @@ def test_a_window_no_schedule_can_follow_is_a_config_error(tmp_path: Path, extra
     with pytest.raises(ConfigError, match=error):
         load_flow(write(tmp_path, GOOD.replace("    grace: 5m\n", "    grace: 5m\n" + extra)),
                   "orders")
+
+
+@pytest.mark.parametrize(("given", "kept", "allowed_of_20000"), [
+    (3, 3, 3), ("0.01%", "0.01%", 2), (" 5 % ", "5%", 1000), ("100%", "100%", 20000), ("7", 7, 7),
+])
+def test_a_tolerance_is_a_count_or_a_percentage_of_the_expected_records(
+        tmp_path: Path, given: object, kept: object, allowed_of_20000: int) -> None:
+    text = GOOD + f"    tolerance: {{loss: {given!r}, unexpected: 1}}\n"
+    flow = load_flow(write(tmp_path, text), "orders")
+    assert flow.tolerance.loss == kept and flow.tolerance.unexpected == 1
+    assert flow.tolerance.allowed("loss", 20000) == allowed_of_20000
+    assert flow.tolerance.allowed("duplicate", 20000) == 0
+
+
+@pytest.mark.parametrize("given", ["-1", "'101%'", "'ten'", "'1.5'", "true", "'-2%'"])
+def test_a_tolerance_that_is_neither_a_count_nor_a_percentage_names_its_field(
+        tmp_path: Path, given: str) -> None:
+    path = write(tmp_path, GOOD + f"    tolerance: {{duplicate: {given}}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_flows(path)
+    assert "field 'tolerance.duplicate'" in str(err.value)
+    assert "percentage" in str(err.value) or "negative" in str(err.value)
+
+
+def test_a_flows_closing_time_is_its_longest_grace_plus_the_disorder_margin(
+        tmp_path: Path) -> None:
+    text = GOOD.replace("grace: 5m", "grace: 5m\n    disorder: 30s").replace(
+        "topic: orders}", "topic: orders, grace: 8m}")
+    flow = load_flow(write(tmp_path, text), "orders")
+    assert flow.closing == timedelta(minutes=8, seconds=30)

@@ -47,10 +47,12 @@ def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(da
     dag = dagbag["dags"]["recon__orders"]
     assert dag["tasks"] == ["alert", "begin", "history", "notify", "replay_reconcile", "report",
                             "stage__collector", "stage__orders_db", "stage__warehouse",
-                            "stage_topic", "validate", "verdict"]
+                            "stage_topic", "validate", "verdict", "wait_for_closing"]
     assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
     assert dag["catchup"] is False
     down = dag["downstream"]
+    # nothing is counted before the window's closing time
+    assert down["wait_for_closing"] == ["begin"]
     # the window's previous outputs are cleared before anything is staged
     assert down["begin"] == ["stage__collector", "stage__orders_db", "stage__warehouse"]
     assert {t for t, d in down.items() if d == ["stage_topic"]} == {
@@ -90,7 +92,21 @@ def test_adhoc_dag_asks_for_flow_window_replays_and_email(dagbag: dict) -> None:
     dag = dagbag["dags"]["recon_adhoc"]
     assert dag["params"] == ["email", "end", "flow", "replays", "start"]
     assert dag["schedule"].startswith("NullTimetable")
-    assert dag["downstream"]["check"] == ["stage_tier"]
+    # the form is checked, then the window waited for, then the run begins
+    assert dag["downstream"]["check"] == ["stage_tier", "wait_for_closing"]
+    assert dag["downstream"]["wait_for_closing"] == ["begin"]
+    assert dag["downstream"]["begin"] == ["stage_tier"]
+
+
+def test_every_reconciliation_waits_deferred_until_its_windows_closing_time(dagbag: dict
+                                                                           ) -> None:
+    """The closing time is the window's end plus the flow's grace and disorder margin: 10m
+    and 5m by default, so the daily window ending 2026-11-21 00:00 is counted from 00:15."""
+    daily = dagbag["dags"]["recon__orders"]["rendered"]["wait_for_closing"]
+    assert daily["target_time"] == "2026-11-21T00:15:00Z"
+    adhoc = dagbag["dags"]["recon_adhoc"]["rendered"]["wait_for_closing"]
+    assert adhoc["target_time"] == "2026-11-20T06:15:00Z"
+    assert dagbag["dags"]["recon__orders"]["deferrable"] == {"wait_for_closing": True}
 
 
 def test_snapshot_dag_runs_every_five_minutes_for_every_flow(dagbag: dict) -> None:
