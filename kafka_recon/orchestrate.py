@@ -315,9 +315,8 @@ def validate(run: Run) -> dict[str, Any]:
 
         volume = history.volume_band(run.flow, run.flow.topic_tier.name, run.window.start,
                                      run.window.end)
-    hop_tolerance = {h.name: run.flow.tolerance_into(h.to).model_dump() for h in result.hops}
-    return validate_result(result, run.out, run.flow.tolerance.model_dump(), volume,
-                           hop_tolerance)
+    hop_tolerance = {h.name: run.flow.tolerance_into(h.to) for h in result.hops}
+    return validate_result(result, run.out, run.flow.tolerance, volume, hop_tolerance)
 
 
 def report(run: Run) -> dict[str, str]:

@@ -79,6 +79,19 @@ hop_buckets = Table(
 )
 
 
+# the record findings of a window against their tolerance: what the metrics alert on (a
+# table of its own, made when a store is opened, so an older store gains it untouched)
+findings_table = Table(
+    "recon_finding", metadata, *_window_key(),
+    Column("hop", String(400), primary_key=True),
+    Column("kind", String(40), primary_key=True),
+    Column("side", String(SIDE_LENGTH), nullable=False),
+    Column("records", Integer, nullable=False),
+    Column("allowed", Integer),  # None: no tolerance applies to the kind
+    Column("failed", Integer, nullable=False),  # 1: outside its tolerance
+)
+
+
 def history_url() -> str:
     from kafka_recon.sources.connections import resolve
 
@@ -136,8 +149,18 @@ def record(result: Result, run_dir: str, report: str | None = None,
     hop_rows = [{**key, "hop": h.name, "bucket": _t(b.bucket), "side": h.side,
                  **b.model_dump(exclude={"bucket"})}
                 for h in result.hops for b in h.buckets]
+    # one row per hop and kind (a kind found twice on a hop, e.g. two groups' retention
+    # losses, is summed; it fails when any part of it does)
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in result.record_findings:
+        if f.words.failure:
+            row = found.setdefault((f.hop, f.kind), {
+                **key, "hop": f.hop, "kind": f.kind, "side": f.side, "records": 0,
+                "allowed": f.allowed, "failed": 0})
+            row["records"] += f.count
+            row["failed"] = max(row["failed"], int(f.fails))
     with eng.begin() as con:
-        for table in (hop_buckets, tier_buckets, runs):
+        for table in (findings_table, hop_buckets, tier_buckets, runs):
             con.execute(delete(table).where(table.c.flow == key["flow"],
                                             table.c.window_start == key["window_start"],
                                             table.c.window_end == key["window_end"]))
@@ -151,7 +174,10 @@ def record(result: Result, run_dir: str, report: str | None = None,
             con.execute(insert(tier_buckets), tier_rows)
         if hop_rows:
             con.execute(insert(hop_buckets), hop_rows)
-    return {"runs": 1, "tier_buckets": len(tier_rows), "hop_buckets": len(hop_rows)}
+        if found:
+            con.execute(insert(findings_table), list(found.values()))
+    return {"runs": 1, "tier_buckets": len(tier_rows), "hop_buckets": len(hop_rows),
+            "findings": len(found)}
 
 
 def tier_volume(flow: str, tier: str, start: datetime, end: datetime,
@@ -241,6 +267,19 @@ def latest_hops(eng: Engine | None = None) -> list[dict[str, Any]]:
         return [{"flow": f, "hop": hop, "side": side, "missing": int(m or 0),
                  "duplicate": int(d or 0), "unexpected": int(u or 0)}
                 for f, hop, side, m, d, u in con.execute(q)]
+
+
+def latest_findings(eng: Engine | None = None) -> list[dict[str, Any]]:
+    """The record findings of every flow's newest window, with the records their tolerance
+    allowed and whether they failed it, for the metrics."""
+    eng = eng or engine()
+    newest = _newest_windows()
+    f = findings_table
+    q = (select(f.c.flow, f.c.hop, f.c.kind, f.c.side, f.c.records, f.c.allowed, f.c.failed)
+         .join(newest, (f.c.flow == newest.c.flow) & (f.c.window_start == newest.c.ws))
+         .order_by(f.c.flow, f.c.hop, f.c.kind))
+    with eng.connect() as con:
+        return [dict(r._mapping) for r in con.execute(q)]
 
 
 def epoch(iso: str) -> float:

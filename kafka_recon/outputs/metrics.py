@@ -13,6 +13,13 @@ of that window (how stale "the newest reconciled window" is: an alert when the d
     kafka_recon_window_age_seconds{flow}            now minus that end
     kafka_recon_run_duration_seconds{flow}          the seconds its run's steps took
     kafka_recon_findings{flow}                      its loss-verdict findings
+    kafka_recon_allowed_records{flow,hop,side,kind} records its tolerance allowed, per finding
+    kafka_recon_tolerance_exceeded{flow,hop,side,kind}  1: the finding failed its tolerance
+    kafka_recon_window_seconds{flow}                the flow's scheduled window length
+    kafka_recon_closing_seconds{flow}               its grace plus disorder margin (Flow.closing)
+
+The window length and closing come from the flow config, so one staleness rule serves a
+5-minute and a daily flow (config/prometheus/kafka_recon_rules.yml).
 """
 
 from __future__ import annotations
@@ -79,6 +86,18 @@ class HistoryCollector:
                                  "seconds the newest window's run took", labels=["flow"])
         found = GaugeMetricFamily("kafka_recon_findings", "loss-verdict findings of the "
                                   "newest reconciled window", labels=["flow"])
+        allowed = GaugeMetricFamily("kafka_recon_allowed_records", "records of the kind the "
+                                    "hop's tolerance allowed in the newest reconciled window",
+                                    labels=["flow", "hop", "side", "kind"])
+        exceeded = GaugeMetricFamily("kafka_recon_tolerance_exceeded", "1 when the finding "
+                                     "failed its tolerance in the newest reconciled window",
+                                     labels=["flow", "hop", "side", "kind"])
+        for f in history.latest_findings(eng):
+            labels = [f["flow"], f["hop"], f["side"], f["kind"]]
+            if f["allowed"] is not None:
+                allowed.add_metric(labels, f["allowed"])
+            exceeded.add_metric(labels, float(f["failed"]))
+        yield from (allowed, exceeded, *self._schedule(latest))
         now = float(self._now())
         for r in latest:
             for s in STATUSES:
@@ -90,6 +109,28 @@ class HistoryCollector:
             if (seconds := run_seconds(r["run_dir"])) is not None:
                 took.add_metric([r["flow"]], seconds)
         yield from (*kinds.values(), status, end, age, took, found)
+
+
+    @staticmethod
+    def _schedule(latest: list[dict[str, Any]]) -> Iterator[Metric]:
+        """Each recorded flow's window length and closing, from the flow config (a flow no
+        longer configured, or a config that cannot be read, has none)."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        from kafka_recon.config import load_flows_partial
+        from kafka_recon.settings import config_path
+
+        window = GaugeMetricFamily("kafka_recon_window_seconds", "the length of the flow's "
+                                   "scheduled window", labels=["flow"])
+        closing = GaugeMetricFamily("kafka_recon_closing_seconds", "how long after a window's "
+                                    "end it closes: grace plus disorder margin",
+                                    labels=["flow"])
+        flows = load_flows_partial(config_path())[0]
+        for r in latest:
+            if (flow := flows.get(r["flow"])) is not None:
+                window.add_metric([flow.name], flow.window.total_seconds())
+                closing.add_metric([flow.name], flow.closing.total_seconds())
+        yield from (window, closing)
 
 
 def registry(eng: Engine | None = None) -> CollectorRegistry:

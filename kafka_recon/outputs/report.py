@@ -45,7 +45,12 @@ def sentences(result: Result) -> list[str]:
     for f in result.record_findings:  # the audit has a section of its own
         where = f.hop.replace("->", " and ")
         between = "between " if "->" in f.hop else "at "
-        tol = " (within tolerance)" if f.within_tolerance and f.words.failure else ""
+        tol = ""
+        if f.words.failure and f.allowed:  # a tolerance that lets records through says how many
+            tol = (f" (within its tolerance of {f.allowed})" if f.within_tolerance
+                   else f" (beyond its tolerance of {f.allowed})")
+        elif f.within_tolerance and f.words.failure:
+            tol = " (within tolerance)"
         out.append(f"{result.flow}: {f.count} records {f.words.sentence} "
                    f"on the {f.side} side {between}{where}"
                    f"{when(f.buckets, result.bucket_seconds)}{tol}.{why(f.cause)}")

@@ -12,17 +12,20 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kafka_recon.result.model import Result
+from kafka_recon.config import Tolerance, ToleranceKind
+from kafka_recon.result.model import Hop, Result
 from kafka_recon.settings import expectations_dir
 
 
 def validate_result(result: Result, out_dir: Path | str,
-                    tolerance: dict[str, int], volume: dict[str, Any] | None = None,
-                    hop_tolerance: dict[str, dict[str, int]] | None = None
+                    tolerance: Tolerance, volume: dict[str, Any] | None = None,
+                    hop_tolerance: dict[str, Tolerance] | None = None
                     ) -> dict[str, Any]:
     """Run the suites over `result` and build Data Docs in `out_dir/gx`.
 
     `tolerance` is the flow's; `hop_tolerance` a hop's own, by hop name (a mirror's copies).
+    Each hop's allowed records of each kind are the same numbers the verdict used
+    (`Tolerance.allowed`: a count, or a percentage of the hop's expected records).
     Each topic's replays are checked apart (`recon_replays`, or `recon_replays[<tier>]` when
     the flow has several topics): two topics of a chain rightly hold different records.
 
@@ -43,14 +46,17 @@ def validate_result(result: Result, out_dir: Path | str,
     shutil.copytree(expectations_dir(), run_ctx)
     context = gx.get_context(mode="file", project_root_dir=str(out_dir))
 
+    def allowed(hop: Hop, kind: ToleranceKind) -> int:
+        return (hop_tolerance or {}).get(hop.name, tolerance).allowed(kind, hop.expected)
+
     hops = pd.DataFrame(
         [
             {"hop": h.name, "expected": h.expected, "observed": h.observed,
              "missing": h.missing, "unexpected": h.unexpected, "duplicate": h.duplicate,
              "expected_plus_unexpected": (h.expected or 0) + h.unexpected,
-             "allowed_missing": (hop_tolerance or {}).get(h.name, tolerance).get("loss", 0),
-             "allowed_duplicate": (hop_tolerance or {}).get(h.name, tolerance)
-             .get("duplicate", 0)}
+             "allowed_missing": allowed(h, "loss"),
+             "allowed_duplicate": allowed(h, "duplicate"),
+             "allowed_unexpected": allowed(h, "unexpected")}
             for h in result.hops
         ]
     )

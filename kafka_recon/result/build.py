@@ -11,7 +11,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, ToleranceKind
 from kafka_recon.result.causes import Evidence, classify
 from kafka_recon.result.model import Result, decide_status
 from kafka_recon.sources.topic import PartitionRange, deleted_before_consumed, retention_cut
@@ -221,14 +221,15 @@ def build_result(flow: Flow, window: Window, aggregates: dict[str, Any],
         hops.append(hop)
         name = f"{h['from']}->{h['to']}"
         tolerance = flow.tolerance_into(h["to"])
-        for kind, key, tol in (("loss", "missing", tolerance.loss),
-                               ("duplicate", "duplicate", tolerance.duplicate),
-                               ("unexpected", "unexpected", 0)):
+        kinds: tuple[tuple[ToleranceKind, str], ...] = (
+            ("loss", "missing"), ("duplicate", "duplicate"), ("unexpected", "unexpected"))
+        for kind, key in kinds:
             if h[key] > 0:
+                allowed = tolerance.allowed(kind, h["expected"])
                 findings.append({"kind": kind, "side": h["side"], "hop": name, "count": h[key],
                                  "ids": hop[f"{key}_ids"],
                                  "buckets": _nonzero(h["buckets"].get(key, {})),
-                                 "within_tolerance": h[key] <= tol})
+                                 "within_tolerance": h[key] <= allowed, "allowed": allowed})
 
     splits = {s["topic"]: s for s in aggregates.get("retention", [])}
     for topic in topics:

@@ -139,7 +139,7 @@ class Cause(_Model):
 class Finding(_Model):
     _optional = frozenset({"rule", "severity", "seed", "topic", "where", "observed",
                            "recommended", "why", "fix", "blocking", "cause", "group",
-                           "offsets"})
+                           "offsets", "allowed"})
     kind: Kind
     # the audit's fields (config_risk, health)
     rule: str | None = None
@@ -162,6 +162,9 @@ class Finding(_Model):
     group: str | None = None
     buckets: list[str] = []
     within_tolerance: bool = False
+    # records of this kind the hop's tolerance allows (a count, or its percentage of the
+    # hop's expected records); None: a kind no tolerance applies to
+    allowed: int | None = None
     offsets: int | None = None  # a loss to retention: offsets deleted unread
 
     @property

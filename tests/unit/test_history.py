@@ -53,10 +53,11 @@ def _count(eng: Any, table: Any) -> int:
 
 def test_recording_a_window_again_replaces_its_rows(eng: Any) -> None:
     assert history.record(result(DAY, 10, missing=3, status="findings"), "/r/1", eng=eng) == {
-        "runs": 1, "tier_buckets": 48, "hop_buckets": 24}
+        "runs": 1, "tier_buckets": 48, "hop_buckets": 24, "findings": 1}
     history.record(result(DAY, 10), "/r/1", eng=eng)  # the re-run found nothing lost
     assert (_count(eng, history.runs), _count(eng, history.tier_buckets),
-            _count(eng, history.hop_buckets)) == (1, 48, 24)
+            _count(eng, history.hop_buckets), _count(eng, history.findings_table)) == (
+        1, 48, 24, 0)
     [row] = history.flow_runs("clicks", eng=eng)
     assert row["status"] == "ok" and row["missing"] == 0
     history.record(result(DAY + timedelta(days=1), 10), "/r/2", eng=eng)

@@ -62,6 +62,50 @@ def test_each_flows_newest_window_gives_its_hops_counts_and_status(eng: Any) -> 
     assert ("kafka_recon_run_duration_seconds", (("flow", "orders"),)) not in got
 
 
+def test_each_finding_says_what_its_tolerance_allowed_and_whether_it_failed(
+        tmp_path: Path) -> None:
+    from tests.factories import finding
+
+    eng = history.engine(f"sqlite:///{tmp_path / 'h.db'}")
+    within = finding("duplicate", "consume", "clicks_topic->lake", 4, within_tolerance=True,
+                     allowed=5)
+    beyond = finding("loss", "consume", "clicks_topic->lake", 3, allowed=2)
+    history.record(result(DAY, 10, status="findings", findings=[within, beyond]), "/r",
+                   eng=eng)
+    got = samples(eng, (DAY + timedelta(days=2)).timestamp())
+    labels = (("flow", "clicks"), ("hop", "clicks_topic->lake"), ("side", "consume"))
+    assert got["kafka_recon_allowed_records", (*labels[:2], ("kind", "duplicate"),
+                                                labels[2])] == 5
+    assert got["kafka_recon_tolerance_exceeded", (*labels[:2], ("kind", "duplicate"),
+                                                   labels[2])] == 0
+    assert got["kafka_recon_tolerance_exceeded", (*labels[:2], ("kind", "loss"),
+                                                   labels[2])] == 1
+
+
+def test_the_window_length_and_closing_come_from_each_flows_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_recon.settings import REPO_ROOT
+
+    config = (REPO_ROOT / "tests" / "data" / "flows.yaml").read_text()
+    (tmp_path / "flows.yaml").write_text(config)
+    monkeypatch.setenv("KAFKA_RECON_CONFIG", str(tmp_path / "flows.yaml"))
+    from kafka_recon.config import load_flows
+
+    flows = load_flows(tmp_path / "flows.yaml")
+    eng = history.engine(f"sqlite:///{tmp_path / 'h.db'}")
+    for name in ("clicks", "orders", "gone"):
+        history.record(result(DAY, 10, flow=name), "/r", eng=eng)
+    got = samples(eng, (DAY + timedelta(days=2)).timestamp())
+    for name in ("clicks", "orders"):
+        assert got["kafka_recon_window_seconds", (("flow", name),)] == \
+            flows[name].window.total_seconds()
+        assert got["kafka_recon_closing_seconds", (("flow", name),)] == \
+            flows[name].closing.total_seconds()
+    assert got["kafka_recon_window_seconds", (("flow", "clicks"),)] == 600
+    # a flow recorded once but no longer configured has no schedule to give
+    assert ("kafka_recon_window_seconds", (("flow", "gone"),)) not in got
+
+
 def test_the_exposition_is_prometheus_text_that_its_parser_reads_back(eng: Any) -> None:
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families

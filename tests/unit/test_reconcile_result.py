@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kafka_recon.config import Tolerance
 from kafka_recon.result.build import build_result
 from kafka_recon.sources.topic import NO_COMMIT
 from kafka_recon.window import Window
@@ -78,6 +79,32 @@ def test_loss_within_tolerance_is_reported_but_the_run_is_ok() -> None:
         hop("orders_topic", "warehouse", "consume", 100, 88, miss=12)]}, topic(100),
         now=LATER).as_json()
     assert r["status"] == "ok" and r["findings"][0]["within_tolerance"] is True
+
+
+@pytest.mark.parametrize(("tolerance", "missing", "status", "allowed"), [
+    ("1%", 10, "ok", 10),        # 1% of 1,000 expected
+    ("1%", 11, "findings", 10),
+    ("0.05%", 1, "findings", 0),  # 0.05% of 1,000 is half a record: none allowed
+    (0, 1, "findings", 0),
+])
+def test_a_loss_tolerance_as_a_percentage_of_the_hops_expected_records(
+        tolerance: object, missing: int, status: str, allowed: int) -> None:
+    flow = FLOW.model_copy(update={"tolerance": Tolerance(loss=tolerance)})
+    r = build_result(flow, WINDOW, {"tiers": [], "hops": [
+        hop("orders_topic", "warehouse", "consume", 1000, 1000 - missing, miss=missing)]},
+        topic(1000), now=LATER).as_json()
+    [f] = r["findings"]
+    assert (r["status"], f["allowed"], f["within_tolerance"]) == (
+        status, allowed, status == "ok")
+
+
+def test_unexpected_records_have_a_tolerance_of_their_own() -> None:
+    flow = FLOW.model_copy(update={"tolerance": Tolerance(unexpected="10%")})
+    r = build_result(flow, WINDOW, {"tiers": [], "hops": [
+        hop("orders_topic", "warehouse", "consume", 100, 105, unexp=5)]}, topic(100),
+                     now=LATER).as_json()
+    [f] = r["findings"]
+    assert (f["kind"], f["allowed"], r["status"]) == ("unexpected", 10, "ok")
 
 
 def test_late_records_are_a_finding_but_not_a_failure() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kafka_recon.config import load_flow
+from kafka_recon.config import Tolerance, load_flow
 from kafka_recon.errors import ConfigError
 from kafka_recon.outputs.validate import validate_result
 from kafka_recon.result.build import build_result, where_of
@@ -298,11 +298,10 @@ def test_a_hops_own_duplicate_tolerance_passes_the_suite_the_flows_would_fail(
                           replay("g2", 100, "9", tier="regional"),
                           replay("g3", 130, "7", tier="aggregate"),
                           replay("g4", 130, "7", tier="aggregate")])
-    flow_only = validate_result(res, tmp_path / "a", {"loss": 0, "duplicate": 0})
+    flow_only = validate_result(res, tmp_path / "a", Tolerance())
     assert flow_only["suites"]["recon_hops"]["success"] is False
-    per_hop = validate_result(res, tmp_path / "b", {"loss": 0, "duplicate": 0},
-                              hop_tolerance={"regional->aggregate": {"loss": 0,
-                                                                     "duplicate": 30}})
+    per_hop = validate_result(res, tmp_path / "b", Tolerance(),
+                              hop_tolerance={"regional->aggregate": Tolerance(duplicate=30)})
     assert per_hop["success"] is True
     # each topic's replays checked apart: two topics rightly hold different records
     assert set(per_hop["suites"]) == {"recon_hops", "recon_replays[regional]",
