@@ -93,13 +93,20 @@ def run_chart(result: dict[str, Any]) -> bytes:
 
 def history_chart(flow: str, rows: list[dict[str, Any]]) -> bytes:
     """Per window: records at each tier (lines) and records missing (red bars)."""
+    return _png(history_figure(flow, rows)[0])
+
+
+def history_figure(flow: str, rows: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """The history chart's figure and axes (what `history_chart` renders): one point per
+    window and tier, labelled by what tells windows apart (days, hours or minutes)."""
     fig, ax = _figure(9, 3.2)
     rows = sorted(rows, key=lambda r: r["window_start"])
     xs = [_t(r["window_start"]) for r in rows]
     tiers = sorted({t for r in rows for t in r.get("tiers", {})})
     for tier in tiers:
+        # not clipped: a window of zero records is a point on the axis, not under it
         ax.plot(xs, [r.get("tiers", {}).get(tier, 0) for r in rows], marker="o",
-                markersize=3, label=tier)
+                markersize=4, label=tier, clip_on=False, zorder=3)
     # a window's length in days: bars as wide as 60% of it, and room for one window each side
     span = (_t(rows[0]["window_end"]) - xs[0]).total_seconds() / 86400 if rows else 1.0
     if xs:
@@ -115,13 +122,20 @@ def history_chart(flow: str, rows: list[dict[str, Any]]) -> bytes:
             ax.axvline(x, color="#bbbbbb", linestyle=":")
     from matplotlib import dates as mdates
 
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d", tz=UTC))
-    ax.set_title(f"{flow}: records per window", fontsize=10, loc="left")
-    ax.set_ylim(bottom=0)
-    fig.autofmt_xdate()
+    # ticks where windows are, labelled at their scale: a date for daily windows, the hour or
+    # minute for shorter ones (the date once, in the offset), never one date nine times
+    locator = mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=9)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
+    ax.set_title(f"{flow}: records per window (UTC)", fontsize=10, loc="left")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # records are whole
+    ax.set_ylim(bottom=0, top=max([1, *(n for r in rows for n in r.get("tiers", {}).values())])
+                * 1.1)
     if tiers:
         ax.legend(fontsize=8, loc="lower left")
-    return _png(fig)
+    return fig, ax
 
 
 def _duration(step: timedelta) -> str:

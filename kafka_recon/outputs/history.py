@@ -144,8 +144,10 @@ def record(result: Result, run_dir: str, report: str | None = None,
     eng = eng or engine()
     key = {"flow": result.flow, "window_start": _t(result.window.start),
            "window_end": _t(result.window.end)}
+    # a tier with no record in the window still has its zero (the page and chart show it)
     tier_rows = [{**key, "tier": t.name, "bucket": _t(b), "records": n}
-                 for t in result.tiers for b, n in t.buckets.items()]
+                 for t in result.tiers
+                 for b, n in (t.buckets or {result.window.start: 0}).items()]
     hop_rows = [{**key, "hop": h.name, "bucket": _t(b.bucket), "side": h.side,
                  **b.model_dump(exclude={"bucket"})}
                 for h in result.hops for b in h.buckets]
