@@ -18,6 +18,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
 from kafka_recon.faces.airflow_tasks import MACROS, RunArgs, daily_run
+from kafka_recon.faces.names import flow_dag_id
 from kafka_recon.orchestrate import staged_tiers
 from kafka_recon.settings import config_path, task_retries
 
@@ -34,7 +35,7 @@ def default_args(owner: str) -> dict[str, object]:
 
 def build_dag(flow: Flow) -> DAG:
     with DAG(
-        dag_id=f"recon__{flow.name}",
+        dag_id=flow_dag_id(flow.name),
         description=f"Daily reconciliation of flow {flow.name}",
         # a data-interval timetable (Airflow 3's plain "@daily" gives zero-width intervals),
         # one interval per window of the flow (1d unless it says 1h, 10m, ...)
@@ -56,4 +57,4 @@ def build_dag(flow: Flow) -> DAG:
 
 # the valid flows' DAGs; a bad flow is reported by recon_config.py as an import error
 for _flow in load_flows_partial(config_path())[0].values():
-    globals()[f"recon__{_flow.name}"] = build_dag(_flow)
+    globals()[flow_dag_id(_flow.name)] = build_dag(_flow)

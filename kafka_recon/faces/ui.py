@@ -17,6 +17,13 @@ setting it needs Airflow's login like every other route.
 
 Only run artefacts are served (`RunFolder.servable`): never the history database, the Flume
 snapshot store, a run's JSON files, nor anything reached through a link.
+
+Every route answers only about the flows the user may read: Airflow's auth manager (whichever
+the deployment configures) is asked whether the user may read each flow's DAG
+(`recon__<flow>`). A flow the user may not read is left out of the page, the JSON and the
+metrics as if it did not exist, and its chart and every file of its runs (reports, id files
+that may hold whole record values, Data Docs) answer 403. A scraper with the metrics token sees
+every flow.
 """
 
 from __future__ import annotations
@@ -45,6 +52,18 @@ def page_rows(rows: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
     return out
 
 
+def readable_flows(user: Any, flows: set[str]) -> set[str]:
+    """The flows among `flows` whose DAG Airflow's auth manager lets `user` read."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    from kafka_recon.faces.names import flow_dag_id
+
+    dags = {flow_dag_id(f): f for f in flows}
+    allowed = get_auth_manager().filter_authorized_dag_ids(dag_ids=set(dags), user=user,
+                                                           method="GET")
+    return {dags[d] for d in allowed if d in dags}
+
+
 def create_app() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends, FastAPI, HTTPException, Request
@@ -61,10 +80,21 @@ def create_app() -> Any:
     env = Environment(loader=PackageLoader("kafka_recon", "templates"),
                       autoescape=select_autoescape(default=True))
 
+    class Forbidden(HTTPException):
+        """Logged in, but not allowed to read this flow: no login page helps."""
+
+        def __init__(self, flow: str) -> None:
+            super().__init__(403, f"you may not read flow '{flow}' (its DAG)")
+
+    def _require(user: Any, flow: str) -> None:
+        if flow not in readable_flows(user, {flow}):
+            raise Forbidden(flow)
+
     @app.exception_handler(HTTPException)
     async def _login_first(request: Request, exc: HTTPException) -> Response:
         # a person (a browser asking for HTML) goes to the login page, a program gets the code
-        if exc.status_code in (401, 403) and "text/html" in request.headers.get("accept", ""):
+        if exc.status_code in (401, 403) and not isinstance(exc, Forbidden) \
+                and "text/html" in request.headers.get("accept", ""):
             from urllib.parse import quote
 
             return RedirectResponse(f"/auth/login/?next={quote(str(request.url))}", 303)
@@ -81,13 +111,20 @@ def create_app() -> Any:
 
         eng = history.engine()
         root = _root()
-        latest = page_rows(history.latest_per_flow(eng), root)
+        latest = _readable_rows(user, history.latest_per_flow(eng))
+        latest = page_rows(latest, root)
         recent = {r["flow"]: page_rows(history.flow_runs(r["flow"], 14, eng), root)
                   for r in latest}
         return env.get_template("ui.html.j2").render(
             latest=latest, recent=recent, user=getattr(user, "get_name", lambda: "")())
 
-    async def scraper(request: Request) -> None:
+    def _readable_rows(user: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        allowed = readable_flows(user, {r["flow"] for r in rows})
+        return [r for r in rows if r["flow"] in allowed]
+
+    async def scraper(request: Request) -> Any:
+        """None for a scraper holding the metrics token (it sees every flow); else the
+        logged-in user, who sees the flows they may read."""
         import hmac
 
         from airflow.api_fastapi.core_api.security import get_user
@@ -99,39 +136,44 @@ def create_app() -> Any:
         token = metrics_token()
         if token and scheme.lower() == "bearer" and hmac.compare_digest(
                 credentials.encode(), token.encode()):
-            return
+            return None
         bearer = HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials) \
             if credentials else None
-        await get_user(request, None, bearer)
+        return await get_user(request, None, bearer)
 
     # FastAPI reads the request parameter off its annotation, a string under postponed
     # evaluation that names a class imported in this function only
-    scraper.__annotations__ = {"request": Request, "return": None}
+    scraper.__annotations__ = {"request": Request, "return": Any}
 
     @app.get("/metrics")
-    def metrics(_: Any = Depends(scraper)) -> Response:
+    def metrics(user: Any = Depends(scraper)) -> Response:
+        from kafka_recon.outputs import history
         from kafka_recon.outputs.metrics import CONTENT_TYPE, exposition
 
-        return Response(exposition(), media_type=CONTENT_TYPE)
+        flows = None
+        if user is not None:
+            flows = readable_flows(user, {r["flow"] for r in history.latest_per_flow()})
+        return Response(exposition(flows=flows), media_type=CONTENT_TYPE)
 
     @app.get("/api/latest")
-    def api_latest(_: Any = Depends(get_user)) -> list[dict[str, Any]]:
+    def api_latest(user: Any = Depends(get_user)) -> list[dict[str, Any]]:
         from kafka_recon.outputs import history
 
-        return page_rows(history.latest_per_flow(), _root())
+        return page_rows(_readable_rows(user, history.latest_per_flow()), _root())
 
     @app.get("/charts/{flow}.png")
-    def chart(flow: str, _: Any = Depends(get_user)) -> Response:
+    def chart(flow: str, user: Any = Depends(get_user)) -> Response:
         from kafka_recon.outputs import history
         from kafka_recon.outputs.chart import history_chart
 
+        _require(user, flow)
         rows = history.flow_runs(flow, 60)
         if not rows:
             raise HTTPException(404, f"no recorded run of flow '{flow}'")
         return Response(history_chart(flow, rows), media_type="image/png")
 
     @app.get("/runs/{flow}/{window}/{rest:path}")
-    def run_file(flow: str, window: str, rest: str, _: Any = Depends(get_user)
+    def run_file(flow: str, window: str, rest: str, user: Any = Depends(get_user)
                  ) -> FileResponse:
         from kafka_recon.runfolder import RunFolder
 
@@ -142,6 +184,7 @@ def create_app() -> Any:
                 or window in ("..", ".") or (root / flow).is_symlink() \
                 or folder.path.is_symlink():
             raise HTTPException(404, "not a run file")
+        _require(user, flow)  # before anything says whether the file exists
         path = folder.servable(rest)
         if path is None:
             raise HTTPException(404, f"not a run artefact: {flow}/{window}/{rest}")

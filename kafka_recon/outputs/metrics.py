@@ -55,8 +55,9 @@ class HistoryCollector:
     """A prometheus_client collector over the history store (a custom collector: the values
     are the store's, read at each scrape)."""
 
-    def __init__(self, eng: Engine | None = None, now: Any = time.time) -> None:
-        self._eng, self._now = eng, now
+    def __init__(self, eng: Engine | None = None, now: Any = time.time,
+                 flows: set[str] | None = None) -> None:
+        self._eng, self._now, self._flows = eng, now, flows  # flows: None for every flow
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
@@ -64,8 +65,11 @@ class HistoryCollector:
         from kafka_recon.outputs import history
 
         eng = self._eng or history.engine()
-        latest = history.latest_per_flow(eng)
-        hops = history.latest_hops(eng)
+        def shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return rows if self._flows is None else [r for r in rows if r["flow"] in self._flows]
+
+        latest = shown(history.latest_per_flow(eng))
+        hops = shown(history.latest_hops(eng))
         kinds = {k: GaugeMetricFamily(f"kafka_recon_{k}_records", f"records {what} on the hop "
                                       "in the newest reconciled window",
                                       labels=["flow", "hop", "side"])
@@ -92,7 +96,7 @@ class HistoryCollector:
         exceeded = GaugeMetricFamily("kafka_recon_tolerance_exceeded", "1 when the finding "
                                      "failed its tolerance in the newest reconciled window",
                                      labels=["flow", "hop", "side", "kind"])
-        for f in history.latest_findings(eng):
+        for f in shown(history.latest_findings(eng)):
             labels = [f["flow"], f["hop"], f["side"], f["kind"]]
             if f["allowed"] is not None:
                 allowed.add_metric(labels, f["allowed"])
@@ -133,16 +137,16 @@ class HistoryCollector:
         yield from (window, closing)
 
 
-def registry(eng: Engine | None = None) -> CollectorRegistry:
+def registry(eng: Engine | None = None, flows: set[str] | None = None) -> CollectorRegistry:
     from prometheus_client import CollectorRegistry
 
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(HistoryCollector(eng))
+    reg.register(HistoryCollector(eng, flows=flows))
     return reg
 
 
-def exposition(eng: Engine | None = None) -> bytes:
-    """The metrics in Prometheus' text format."""
+def exposition(eng: Engine | None = None, flows: set[str] | None = None) -> bytes:
+    """The metrics in Prometheus' text format (of `flows` only, when given)."""
     from prometheus_client import generate_latest
 
-    return generate_latest(registry(eng))
+    return generate_latest(registry(eng, flows))

@@ -106,6 +106,13 @@ def test_the_window_length_and_closing_come_from_each_flows_config(
     assert ("kafka_recon_window_seconds", (("flow", "gone"),)) not in got
 
 
+def test_the_metrics_of_some_flows_leave_the_others_out_entirely(eng: Any) -> None:
+    from prometheus_client import generate_latest
+
+    text = generate_latest(registry(eng, flows={"clicks"})).decode()
+    assert 'flow="clicks"' in text and 'flow="orders"' not in text
+
+
 def test_the_exposition_is_prometheus_text_that_its_parser_reads_back(eng: Any) -> None:
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
