@@ -10,7 +10,7 @@ MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 # the slowest tests are listed after each tier: where `make test`'s 30 minutes go
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: all setup venv jars reader classes demo ui drill drill-secured test test-unit test-integration lint lock clean bench postgres chromium prometheus
+.PHONY: all setup venv jars reader classes demo ui drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus
 
 all: setup
 
@@ -82,6 +82,14 @@ drill: setup
 drill-secured: setup
 	$(PY) -m kafka_recon drill --secured --scenario S2 S5 S12 --docs docs $(DRILL_ARGS)
 
+# the soak: Airflow's live scheduler runs a 5-minute flow for 45 minutes while its pipeline
+# never pauses and faults strike at random; every window is judged against the truth. About
+# an hour in all (setup, 45 minutes, the last windows' runs); writes docs/soak.md and
+# docs/soak.json. SOAK_ARGS="--minutes 60 --seed 7" to change it
+SOAK_ARGS ?=
+soak: setup postgres
+	$(PY) -m harness.soak $(SOAK_ARGS)
+
 # the integration tier runs a private PostgreSQL from Debian's package
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
@@ -140,4 +148,4 @@ lock: venv
 	$(UV) pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .jars demo-out ui-out drill-out runs bench-out test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jars demo-out ui-out drill-out soak-out runs bench-out test-artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -120,15 +120,13 @@ def lost_ids(run_dir: Path, result: dict[str, Any]) -> list[str]:
     return ids
 
 
-def demo_env(workdir: Path, bootstrap: str, smtp_port: int, retries: int = 0) -> dict[str, str]:
+def demo_env(workdir: Path, bootstrap: str, smtp_port: int) -> dict[str, str]:
     """Airflow's environment for the demo flow: its config, connections and run folder."""
     return airflow_env(workdir / "airflow", smtp_port=smtp_port, extra={
         "KAFKA_RECON_CONFIG": str(REPO_ROOT / "config" / "flows.yaml"),
         "KAFKA_RECON_OUT": str(workdir / "runs"),
         "KAFKA_RECON_BOOTSTRAP": bootstrap,
         "KAFKA_RECON_DEMO_TOPIC": TOPIC,
-        # the demo shows one attempt; retries back off for minutes
-        "KAFKA_RECON_TASK_RETRIES": str(retries),
         "AIRFLOW_CONN_UPSTREAM_DB": f"sqlite:///{workdir / 'upstream.db'}",
         "AIRFLOW_CONN_SINK_DB": f"sqlite:///{workdir / 'sink.db'}",
     })
@@ -143,16 +141,21 @@ class DemoOutcome:
     dag_exit: int
 
 
+def latest_closed_day(now: datetime | None = None) -> datetime:
+    """The end (midnight UTC) of the latest day whose window has closed, with an hour to spare:
+    shortly after midnight yesterday's window is still inside its closing time (the demo
+    flow's 10-minute grace and 5-minute disorder margin), and its run would wait for it."""
+    closed = (now or datetime.now(UTC)) - timedelta(hours=1)
+    return closed.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def run_demo(workdir: Path, orders: int = 1000, crash_after_batches: int = 3) -> DemoOutcome:
     """Services up, data made, the daily DAG run by `airflow dags test`, services down."""
     workdir = workdir.resolve()
     if workdir.exists():
         shutil.rmtree(workdir)  # from nothing, every time
     workdir.mkdir(parents=True)
-    # the latest day whose window has closed by the time the DAG runs: shortly after midnight
-    # yesterday's window is still in its grace (10 minutes) and would rightly be inconclusive
-    closed = datetime.now(UTC) - timedelta(hours=1)
-    end = closed.replace(hour=0, minute=0, second=0, microsecond=0)
+    end = latest_closed_day()
     start = end - timedelta(days=1)  # the daily DAG's window
 
     kafka = KafkaCluster(workdir / "kafka", size=1)

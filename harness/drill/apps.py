@@ -12,7 +12,9 @@ callback (false: fire-and-forget, errors unseen), rate (records/s, 0 = as fast a
 pad ({id: bytes} of payload padding), hold ({ids, until}: sent only from `until`, epoch s),
 transactions ({batch, abort_every}: each batch in a transaction, every n-th aborted and sent
 again), timestamps ("row": each record's Kafka timestamp is its row's time, as a CDC connector
-sets it; default: the time of sending).
+sets it; default: the time of sending), follow (true: after the rows there are, keep reading
+rows added to the table, as a CDC connector tails a log, until SIGTERM; the soak's producer),
+after (an id: rows up to it were sent by an earlier producer and are skipped).
 
 Consumer spec: bootstrap, topic, group, sink (SQLite file), ledger, config, commit ("auto",
 "before" or "after" processing), batch, process_ms (per record), upsert (the sink keeps one row
@@ -45,11 +47,12 @@ def _record(row_id: int, ts: str, pad: int) -> bytes:
     return json.dumps({"id": row_id, "ts": ts, "pad": "x" * pad}).encode()
 
 
-def upstream_rows(path: str) -> list[tuple[int, str]]:
-    """The upstream table's rows (id, created), in id order."""
+def upstream_rows(path: str, after: int = 0) -> list[tuple[int, str]]:
+    """The upstream table's rows (id, created) with an id above `after`, in id order."""
     con = sqlite3.connect(path)
     try:
-        return [(int(i), str(t)) for i, t in con.execute("SELECT id, ts FROM src ORDER BY id")]
+        return [(int(i), str(t)) for i, t in con.execute(
+            "SELECT id, ts FROM src WHERE id > ? ORDER BY id", (after,))]
     finally:
         con.close()
 
@@ -76,7 +79,7 @@ def run_producer(spec: dict[str, Any]) -> int:
             ledger.write("failed", row_id, err.name())
 
     callback = on_delivery if spec.get("callback", True) else None
-    rows = upstream_rows(spec["upstream"])
+    rows = upstream_rows(spec["upstream"], int(spec.get("after", 0)))
     now_rows = [r for r in rows if r[0] not in held]
     later_rows = [r for r in rows if r[0] in held]
 
@@ -119,6 +122,9 @@ def run_producer(spec: dict[str, Any]) -> int:
             producer.commit_transaction(30)
     else:
         send(now_rows)
+    if spec.get("follow"):
+        follow(spec["upstream"], max((r[0] for r in rows), default=int(spec.get("after", 0))),
+               send, producer)
     if later_rows:
         wait = float(hold["until"]) - time.time()
         if wait > 0:
@@ -128,6 +134,18 @@ def run_producer(spec: dict[str, Any]) -> int:
     left = producer.flush(120)
     ledger.close()
     return 0 if left == 0 else 3
+
+
+def follow(upstream: str, last: int, send: Any, producer: Any) -> None:
+    """Send each row added to the upstream table after `last`, until SIGTERM."""
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    while not stopping:
+        rows = upstream_rows(upstream, last)
+        if rows:
+            send(rows)
+            last = rows[-1][0]
+        producer.poll(0.2)  # deliveries reported, and a pause before the next look
 
 
 def run_consumer(spec: dict[str, Any]) -> int:

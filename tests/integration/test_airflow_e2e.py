@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness.demo.__main__ import FLOW, demo_env, make_data
+from harness.demo.__main__ import FLOW, demo_env, latest_closed_day, make_data
 from harness.services.airflow import AirflowServers
 from harness.services.kafka import KafkaCluster
 from harness.services.smtp import MailCatcher, read_maildir
@@ -64,8 +64,9 @@ def _with_hourly_flow(workdir: Path) -> Path:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, postgres: Any) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("e2e")
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    start, end = today - timedelta(days=1), today
+    # the latest closed day, whatever the hour the test runs at
+    end = latest_closed_day()
+    start = end - timedelta(days=1)
     kafka = KafkaCluster(workdir / "kafka", size=1).start()
     mail = MailCatcher(workdir / "mail").start()
     servers = None
@@ -165,7 +166,8 @@ def test_adhoc_run_triggered_through_the_rest_api_mails_owners_and_records_histo
     done, states = adhoc_run
     # findings beyond tolerance: the run is red, and every step that tells people still ran
     assert done["state"] == "failed", states
-    assert states == {"check": "success", "stage_tier": ["success", "success"],
+    assert states == {"check": "success", "wait_for_closing": "success", "begin": "success",
+                      "stage_tier": ["success", "success"],
                       "stage_topic": "success", "replay_reconcile": "success",
                       "validate": "failed", "report": "success", "history": "success",
                       "notify": "success", "alert": "skipped", "verdict": "failed"}
@@ -282,11 +284,12 @@ def _runs(s: Stack, dag_id: str, **query: str) -> list[dict[str, Any]]:
 
 
 def _hours_without_demo_data(s: Stack) -> list[datetime]:
-    """Three consecutive whole hours that are over, the hourly flow's grace (1m) included, and
+    """Three consecutive whole hours that have closed (the hourly flow's grace, 1m, and disorder
+    margin, 5m, included), and
     hold none of the demo data (ok windows): the latest three, or the three before the demo's
     day when the latest reach back into it (a run in the first hours of a UTC day)."""
     data_start, data_end = (datetime.fromisoformat(t) for t in (s.start, s.end))
-    newest_end = (datetime.now(UTC) - timedelta(minutes=1)).replace(
+    newest_end = (datetime.now(UTC) - timedelta(minutes=6)).replace(
         minute=0, second=0, microsecond=0)
     first = newest_end - timedelta(hours=3)
     if first < data_end and newest_end > data_start:
@@ -339,9 +342,48 @@ def test_a_backfill_of_three_hourly_windows_reconciles_each_and_updates_the_flow
         time.sleep(3)
     ok = {r["window_start"] for r in history.flow_runs(HOURLY, eng=eng) if r["status"] == "ok"}
     assert set(events) <= ok, (events, ok)
+    _the_page_shows_each_hourly_window(stack, iso)
     assert {r["run_type"] for r in after} == {"asset_triggered"}
     # the findings window of the ad-hoc run reconciled nothing whole: no run downstream
     assert _runs(stack, f"after_{FLOW}") == []
+
+
+def _point_columns(png: bytes, rgb: tuple[int, int, int]) -> list[int]:
+    """The x positions of the markers drawn in `rgb`: a marker is taller than the line through
+    it, so columns holding more than a line's height of the colour, clustered."""
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    cols = [x for x in range(img.width)
+            if sum(img.getpixel((x, y)) == rgb for y in range(img.height)) >= 4]
+    clusters: list[list[int]] = []
+    for x in cols:
+        if clusters and x - clusters[-1][-1] <= 4:  # antialiasing leaves gaps in a marker
+            clusters[-1].append(x)
+        else:
+            clusters.append([x])
+    return [c[len(c) // 2] for c in clusters]
+
+
+def _the_page_shows_each_hourly_window(s: Stack, hours: list[str]) -> None:
+    """The hourly flow's history on the page: a point per window and tier on the chart (the
+    last tier drawn, matplotlib's third colour, sits on top), and each window's records per
+    tier in the table, zero as zero."""
+    token = s.airflow.token()
+    code, png, _ = _get(f"{s.airflow.url}/recon/charts/{HOURLY}.png",
+                        {"Authorization": f"Bearer {token}"})
+    assert code == 200
+    # a marker per hourly window (three backfilled, perhaps the latest hour), and the legend's
+    assert len(_point_columns(png, (44, 160, 44))) >= 4, "a marker per hourly window"
+    code, body, _ = _get(f"{s.airflow.url}/recon/", {"Authorization": f"Bearer {token}"})
+    assert code == 200
+    page = body.decode()
+    section = page.split(f"charts/{HOURLY}.png", 1)[1].split("</section>", 1)[0]
+    for hour in hours:
+        row = section.split(hour, 1)[1].split("</tr>", 1)[0]
+        assert "orders_db 0, orders_topic 0, warehouse 0" in row, row
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get(
