@@ -105,5 +105,13 @@ def send_report(result: Result, run_dir: Path | str, owners: list[str],
         client = hook._smtp_client  # the hook opens, logs in and closes; we send one message
         if not isinstance(client, smtplib.SMTP):
             raise RuntimeError(f"SMTP connection '{smtp_conn_id}' did not open")
-        client.send_message(msg, from_addr=sender, to_addrs=owners)
+        client.sendmail(sender, owners, wire_bytes(msg))
     return msg
+
+
+def wire_bytes(msg: EmailMessage) -> bytes:
+    """The message as sent: CRLF line ends, and headers folded only past RFC 5322's hard
+    limit (998). Python's folding at 78 breaks a subject such as '[kafka-recon] <flow>
+    <start>..<end>: FINDINGS' before its first word, and readers then see it with a leading
+    space. The parts' bodies were encoded when they were added, so they are untouched."""
+    return msg.as_bytes(policy=msg.policy.clone(linesep="\r\n", max_line_length=998))

@@ -61,3 +61,25 @@ def test_the_cap_must_be_a_byte_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_RECON_MAIL_ATTACH_MAX_BYTES", "5MB")
     with pytest.raises(UsageError, match="KAFKA_RECON_MAIL_ATTACH_MAX_BYTES='5MB'"):
         mail_attach_max_bytes()
+
+
+def test_a_long_subject_reaches_the_reader_exactly_as_written(tmp_path: Path) -> None:
+    """Folded at 78 characters, '[kafka-recon] <flow> <window>: FINDINGS' broke before its
+    first word and read back with a leading space."""
+    import email
+    import email.policy
+
+    from kafka_recon.outputs.notify import wire_bytes
+
+    from kafka_recon.result.model import WindowJson
+
+    result = _run(tmp_path).model_copy(update={"flow": "live", "window": WindowJson(
+        start="2026-11-26T08:40:00Z", end="2026-11-26T08:45:00Z")})
+    msg = build_message(result, tmp_path, ["a@example.com"], "recon@example.com", cap=10_000)
+    sent = wire_bytes(msg)
+    read = email.message_from_bytes(sent, policy=email.policy.default)
+    assert len(result.subject()) > 78 - len("Subject: ")
+    assert read["Subject"] == result.subject()
+    assert b"\r\n" in sent and b"\n" not in sent.replace(b"\r\n", b"")
+    body = read.get_body(("plain",))
+    assert body is not None and "25 records lost" in body.get_content()
