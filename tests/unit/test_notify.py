@@ -70,7 +70,6 @@ def test_a_long_subject_reaches_the_reader_exactly_as_written(tmp_path: Path) ->
     import email.policy
 
     from kafka_recon.outputs.notify import wire_bytes
-
     from kafka_recon.result.model import WindowJson
 
     result = _run(tmp_path).model_copy(update={"flow": "live", "window": WindowJson(
