@@ -77,7 +77,8 @@ class AirflowServers(Service):
 
     def __init__(self, home: Path, env: dict[str, str], port: int | None = None,
                  user: str = "admin", password: str = "kafka-recon",
-                 database_url: str | None = None) -> None:
+                 database_url: str | None = None, setup: list[list[str]] | None = None
+                 ) -> None:
         from harness.services.ports import ensure_free, free_port
 
         self.home = home.resolve()
@@ -104,6 +105,9 @@ class AirflowServers(Service):
         if database_url:
             self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = re.sub(
                 r"^postgres(ql)?://", "postgresql+psycopg2://", database_url)
+        # airflow commands run once the database is migrated, before the servers start (an
+        # auth manager's users and roles)
+        self.setup = setup or []
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, timeout: float = 240) -> AirflowServers:
@@ -116,6 +120,9 @@ class AirflowServers(Service):
         if done.returncode != 0:
             raise AirflowStartError(f"airflow db migrate failed (exit {done.returncode}); "
                                     f"see {log}")
+        for args in self.setup:
+            if airflow(args, self.env, log, timeout=300).returncode != 0:
+                raise AirflowStartError(f"airflow {args[0]} {args[1]} failed; see {log}")
         for name in self.COMPONENTS:
             out = (self.home / f"{name}.log").open("ab")
             self.procs[name] = subprocess.Popen([str(VENV_BIN / "airflow"), name], env=self.env,
@@ -137,13 +144,15 @@ class AirflowServers(Service):
         raise AirflowStartError(f"airflow api-server did not answer on {self.url} within "
                                 f"{timeout:.0f}s; see {self.home / 'api-server.log'}")
 
-    def token(self) -> str:
-        """A JWT from the simple auth manager's login, as a program gets one."""
+    def token(self, user: str | None = None, password: str | None = None) -> str:
+        """A JWT from the auth manager's login (`user`, default the admin), as a program gets
+        one."""
         import urllib.request
 
         req = urllib.request.Request(
             f"{self.url}/auth/token", method="POST",
-            data=json.dumps({"username": self.user, "password": self.password}).encode(),
+            data=json.dumps({"username": user or self.user,
+                             "password": password or self.password}).encode(),
             headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:
             return str(json.loads(resp.read())["access_token"])
