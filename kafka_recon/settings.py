@@ -13,7 +13,7 @@
 | KAFKA_RECON_UI_URL | none | Airflow's address, for links in mails |
 | KAFKA_RECON_METRICS_TOKEN | none | the bearer token a scraper may use for /recon/metrics |
 | KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
-| KAFKA_RECON_TASK_RETRIES | 2 | retries of a daily DAG's tasks |
+| KAFKA_RECON_TASK_RETRIES | 2 | retries of a task on an error a retry may clear (never a verdict) |
 | KAFKA_RECON_RUN_STALE_HOURS | 6 | a run of a window silent this long no longer holds it |
 | KAFKA_RECON_JVM_OPTIONS | see `DEFAULT_JVM_OPTIONS` | Spark's JVMs' options (empty: defaults) |
 | KAFKA_RECON_CLASS_ARCHIVE | `<jars>/spark-classes.jsa` | Spark driver's class archive ('': none) |
