@@ -17,7 +17,7 @@ from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
-from kafka_recon.faces.airflow_tasks import MACROS, RunArgs, daily_run
+from kafka_recon.faces.airflow_tasks import MACROS, RunArgs, daily_run, runs_in_flight
 from kafka_recon.faces.names import flow_dag_id
 from kafka_recon.orchestrate import staged_tiers
 from kafka_recon.settings import config_path, task_retries
@@ -44,6 +44,7 @@ def build_dag(flow: Flow) -> DAG:
         catchup=False,
         # windows are runs of their own: one that waits, fails or retries never holds back the
         # next window (the run folder's claim already keeps two runs off one window)
+        max_active_runs=runs_in_flight(flow),
         default_args=default_args(",".join(flow.owners)),
         tags=["kafka-recon", f"flow:{flow.name}", *flow.tags],
         user_defined_macros=MACROS,

@@ -36,6 +36,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import TriggerRule, task
 
+from kafka_recon.config import Flow
 from kafka_recon.settings import spark_jobs_dir
 from kafka_recon.spark.session import spark_conf
 
@@ -286,6 +287,12 @@ def closing_time(flow: str, end: str, config: str) -> str:
     from kafka_recon.window import iso_z, parse_instant
 
     return iso_z(parse_instant(end, "window end") + load_flow(config, flow).closing)
+
+
+def runs_in_flight(flow: Flow) -> int:
+    """How many of a flow's windows may be running at once: every window still waiting for its
+    closing time, a few counting, and never fewer than Airflow's default of 16."""
+    return max(16, int(flow.closing / flow.window) + 4)
 
 
 # the macros a reconciliation DAG's templates call

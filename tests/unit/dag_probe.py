@@ -64,7 +64,7 @@ for d in bag.dags.values():
         "owners": sorted({t.owner for t in d.tasks}),
         "retries": sorted({t.retries for t in d.tasks}),
         "retry_backoff": sorted({bool(t.retry_exponential_backoff) for t in d.tasks}),
-        "catchup": d.catchup, "tags": sorted(d.tags),
+        "catchup": d.catchup, "tags": sorted(d.tags), "max_active_runs": d.max_active_runs,
         "schedule": f"{type(d.timetable).__name__} {cron(d.timetable)}",
         "params": sorted(d.params),
         "params_enum": {k: (d.params.get_param(k).schema or {}).get("enum")

@@ -74,6 +74,26 @@ def test_owners_tags_and_retries_come_from_the_flow(dagbag: dict) -> None:
     assert dagbag["dags"]["recon__clicks"]["owners"] == ["web@example.com"]
 
 
+def test_windows_are_runs_of_their_own_with_room_for_every_one_still_waiting(dagbag: dict
+                                                                             ) -> None:
+    # one window's run that waits, fails or retries never holds back the next window's
+    assert dagbag["dags"]["recon__orders"]["max_active_runs"] == 16
+    assert dagbag["dags"]["recon__clicks"]["max_active_runs"] == 16
+
+
+def test_a_grace_longer_than_many_windows_leaves_room_for_each_waiting_window() -> None:
+    from datetime import timedelta
+
+    from kafka_recon.faces.airflow_tasks import runs_in_flight
+    from tests.factories import flow
+
+    clicks = flow("clicks")  # 10-minute windows
+    slow = clicks.model_copy(update={"grace": timedelta(hours=3), "disorder": timedelta(0)})
+    # 18 windows wait for their closing time at once, and a few more count
+    assert runs_in_flight(slow) == 22
+    assert runs_in_flight(clicks) == 16
+
+
 def test_a_flows_window_sets_its_dags_schedule(dagbag: dict) -> None:
     assert dagbag["dags"]["recon__clicks"]["schedule"] == \
         "CronDataIntervalTimetable */10 * * * *"
