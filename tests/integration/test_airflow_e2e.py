@@ -348,16 +348,21 @@ def test_a_backfill_of_three_hourly_windows_reconciles_each_and_updates_the_flow
     assert _runs(stack, f"after_{FLOW}") == []
 
 
-def _point_columns(png: bytes, rgb: tuple[int, int, int]) -> list[int]:
-    """The x positions of the markers drawn in `rgb`: a marker is taller than the line through
-    it, so columns holding more than a line's height of the colour, clustered."""
+def _point_columns(png: bytes, rgb: tuple[int, int, int], near: int = 0) -> list[int]:
+    """The x positions of the markers drawn in `rgb` (each channel within `near`: a browser's
+    colour management shifts it): a marker is taller than the line through it, so columns
+    holding more than a line's height of the colour, clustered."""
     import io
 
     from PIL import Image
 
     img = Image.open(io.BytesIO(png)).convert("RGB")
+
+    def close(p: Any) -> bool:
+        return all(abs(a - b) <= near for a, b in zip(p, rgb, strict=True))
+
     cols = [x for x in range(img.width)
-            if sum(img.getpixel((x, y)) == rgb for y in range(img.height)) >= 4]
+            if sum(close(img.getpixel((x, y))) for y in range(img.height)) >= 4]
     clusters: list[list[int]] = []
     for x in cols:
         if clusters and x - clusters[-1][-1] <= 4:  # antialiasing leaves gaps in a marker
@@ -413,7 +418,17 @@ def test_screenshots_of_the_trigger_form_and_the_plugin_page(
             page.wait_for_timeout(1500)  # the chart image loads after the table
             page.screenshot(path=str(artifacts_dir / "plugin-page.png"), full_page=True)
             assert frame.get_by_text(FLOW).count() > 0
+            # the hourly flow the backfill test (run before this one) reconciled: its chart as
+            # the browser shows it, a point per window
+            hourly = frame.locator(f'img[src="charts/{HOURLY}.png"]')
+            assert hourly.count() == 1, "the hourly flow's history is on the page"
+            hourly.scroll_into_view_if_needed()
+            page.wait_for_timeout(500)
+            hourly.screenshot(path=str(artifacts_dir / "plugin-hourly-chart.png"))
         finally:
             browser.close()
-    for name in ("trigger-form.png", "plugin-page.png"):
+    for name in ("trigger-form.png", "plugin-page.png", "plugin-hourly-chart.png"):
         assert (artifacts_dir / name).read_bytes().startswith(b"\x89PNG")
+    shown = (artifacts_dir / "plugin-hourly-chart.png").read_bytes()
+    # the last tier's colour, as the browser rendered it: a marker per window and the legend's
+    assert len(_point_columns(shown, (44, 160, 44), near=12)) >= 4
