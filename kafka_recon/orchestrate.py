@@ -98,7 +98,7 @@ def _guarded(run: Run, step: str, journal: str | None = None) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ the steps
-ALL_STEPS = ("stage", "replay", "reconcile", "validate", "report")
+ALL_STEPS = ("stage", "replay", "reconcile", "validate", "report", "alert")
 
 
 def begin(run: Run, owner: str | None = None) -> None:
@@ -372,7 +372,7 @@ def alert(run: Run) -> list[dict[str, Any]]:
         if run.folder.validation.exists() else None
     previous = history.previous_status(run.flow.name, result.window.start)
     sent = send_alerts(run.flow, result, previous, links(result, run.out, docs))
-    run.folder.write_json(run.out / "alerts.json", sent)
+    run.folder.write_json(run.folder.alerts, sent)
     return sent
 
 

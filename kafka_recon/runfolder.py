@@ -34,12 +34,14 @@ from kafka_recon.window import Window, iso_z
 
 # the steps of a run, in order, and what each writes (files and folders, relative)
 STEPS: dict[str, tuple[str, ...]] = {
-    "stage": ("staged", "stage.json", "audit.json", "flight.json"),
+    # the run's timings start with it: a failed re-run never shows the last run's
+    "stage": ("staged", "stage.json", "audit.json", "flight.json", "timings.json"),
     "replay": ("replays", "replays.json"),
     "reconcile": ("reconcile.json", "result.json", "missing", "unexpected", "duplicate",
                   "filtered", "late", "unidentifiable"),
     "validate": ("validation.json", "gx"),
     "report": ("report.html", "report.txt", "mail.html", "chart.png"),
+    "alert": ("alerts.json",),
 }
 ANALYSIS_STEPS = ("stage", "replay", "reconcile")  # without these there is no result
 
@@ -111,6 +113,11 @@ class RunFolder:
     @property
     def timings(self) -> Path:
         return self.path / "timings.json"
+
+    @property
+    def alerts(self) -> Path:
+        """What each Slack or PagerDuty alert of the window did."""
+        return self.path / "alerts.json"
 
     def staged(self, tier: str) -> Path:
         return self.path / "staged" / f"{tier}.json"

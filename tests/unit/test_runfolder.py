@@ -33,6 +33,9 @@ def _previous_ok_run(run: orchestrate.Run) -> None:
     (run.out / "missing" / "orders_db__orders_topic.csv").write_text("id\n")
     for step in ("stage", "replay", "reconcile"):
         folder.mark(step, "done")
+    # what the run's alerts did and how long its steps took: a failed re-run must not show them
+    folder.write_json(folder.alerts, [{"type": "slack", "conn": "s", "sent": True}])
+    folder.write_json(folder.timings, {"stage": 1.0})
 
 
 def test_begin_clears_every_output_of_an_earlier_run(run: orchestrate.Run) -> None:
