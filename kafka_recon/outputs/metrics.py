@@ -65,6 +65,7 @@ class HistoryCollector:
         from kafka_recon.outputs import history
 
         eng = self._eng or history.engine()
+
         def shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return rows if self._flows is None else [r for r in rows if r["flow"] in self._flows]
 
@@ -113,7 +114,6 @@ class HistoryCollector:
             if (seconds := run_seconds(r["run_dir"])) is not None:
                 took.add_metric([r["flow"]], seconds)
         yield from (*kinds.values(), status, end, age, took, found)
-
 
     @staticmethod
     def _schedule(latest: list[dict[str, Any]]) -> Iterator[Metric]:
