@@ -7,7 +7,8 @@ PY     := $(VENV)/bin/python
 UV     := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
-# the slowest tests are listed after each tier: where `make test`'s 30 minutes go
+# the slowest tests are listed after each tier: where `make test`'s 35 minutes go (10 of them
+# are the live-scheduler test's three 5-minute windows)
 PYTEST_ARGS ?= --durations=15
 
 .PHONY: all setup venv jars reader classes demo ui drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus
