@@ -110,14 +110,8 @@ class LivePipeline:
             start, end, n = prefill
             step = (end - start) / (n + 1)
             self._insert([start + step * (k + 1) for k in range(n)])
-        apps = self.folder / "apps"
-        self.apps["producer"] = App("producer", apps / "producer", {
-            "bootstrap": self.bootstrap, "topic": self.topic, "upstream": str(self.upstream),
-            "config": self.producer_config, "timestamps": "row", "follow": True}).start()
-        self.apps["consumer"] = App("consumer", apps / "consumer", {
-            "bootstrap": self.bootstrap, "topic": self.topic, "group": self.group,
-            "commit": "after", "sink": str(self.sink), "config": CONSUMER_BASE,
-            "batch": 50}).start()
+        self.apps["producer"] = self._producer(self.producer_config)
+        self.apps["consumer"] = self._consumer()
         self._writer = threading.Thread(target=self._write, name="upstream-writer", daemon=True)
         self._writer.start()
         return self
@@ -154,11 +148,15 @@ class LivePipeline:
         """The producer stops (sending what it holds) and one with `config` takes over from
         the next upstream row, as a redeploy with new settings does."""
         self.apps["producer"].stop(120)
-        self.apps["producer"] = App("producer", self._next_folder("producer"), {
-            "bootstrap": self.bootstrap, "topic": self.topic, "upstream": str(self.upstream),
-            "config": config, "timestamps": "row", "follow": True,
-            "after": self._sent()}).start()
+        self.apps["producer"] = self._producer(config, after=self._sent())
         return self.apps["producer"]
+
+    def _producer(self, config: dict[str, Any], after: int = 0) -> App:
+        """A producer tailing the upstream table from the row after `after` (each incarnation
+        in a folder of its own)."""
+        return App("producer", self._next_folder("producer"), {
+            "bootstrap": self.bootstrap, "topic": self.topic, "upstream": str(self.upstream),
+            "config": config, "timestamps": "row", "follow": True, "after": after}).start()
 
     def _consumer(self, **spec: Any) -> App:
         return App("consumer", self._next_folder("consumer"), {
