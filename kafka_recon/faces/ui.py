@@ -111,8 +111,7 @@ def create_app() -> Any:
 
         eng = history.engine()
         root = _root()
-        latest = _readable_rows(user, history.latest_per_flow(eng))
-        latest = page_rows(latest, root)
+        latest = page_rows(_readable_rows(user, history.latest_per_flow(eng)), root)
         recent = {r["flow"]: page_rows(history.flow_runs(r["flow"], 14, eng), root)
                   for r in latest}
         return env.get_template("ui.html.j2").render(
