@@ -76,12 +76,12 @@ ui: setup postgres
 # matrix goes to drill-out/ (a partial run never replaces the published one)
 DRILL_ARGS ?=
 drill: setup
-	$(PY) -m kafka_recon drill $(DRILL_ARGS)
+	$(PY) -m harness.drill $(DRILL_ARGS)
 
 # S2, S5 and S12 on a secured cluster (SASL_SSL, mTLS, ACLs), kafka-recon reading over SASL_SSL as
 # a least-privilege principal; writes docs/drill-secured.md
 drill-secured: setup
-	$(PY) -m kafka_recon drill --secured --scenario S2 S5 S12 --docs docs $(DRILL_ARGS)
+	$(PY) -m harness.drill --secured --scenario S2 S5 S12 --docs docs $(DRILL_ARGS)
 
 # the soak: Airflow's live scheduler runs a 5-minute flow for 45 minutes while its pipeline
 # never pauses and faults strike at random; every window is judged against the truth. About

@@ -50,16 +50,24 @@ class SourceUnreadable(ReconError):
     """A source could not be read: the run is inconclusive, naming it."""
 
 
-class SourceError(SourceUnreadable):
-    """A SQL tier (or its connection) could not be read."""
+class ConnectionUnusable(SourceUnreadable):
+    """A connection (SQL or Kafka) that cannot be resolved, parsed or driven."""
 
 
-class ConnectionNotFound(SourceError):
-    """A connection id that resolves nowhere, or to something that is not a database URL."""
+class ConnectionNotFound(ConnectionUnusable):
+    """A connection id that resolves nowhere."""
 
 
-class JdbcError(SourceError):
+class SqlTierError(SourceUnreadable):
+    """A SQL tier's database or queries could not be read."""
+
+
+class JdbcError(SqlTierError):
     """A SQL tier Spark cannot read over JDBC."""
+
+
+class RegistryError(SourceUnreadable):
+    """The schema registry a topic's records name could not be read."""
 
 
 class FlumeError(SourceUnreadable):
@@ -73,6 +81,11 @@ class TopicError(SourceUnreadable):
 class SparkUnavailable(ReconError):
     """The Spark Connect server a run was sent to cannot be reached, or is not set up as
     kafka-recon needs (its JVMs off UTC): the step fails and the run is inconclusive."""
+
+
+class ResultError(ReconError, ValueError):
+    """A run file (result.json or a step's file) that is not its contract: names the file and
+    the field, or the schema version it cannot read."""
 
 
 class StepFailed(ReconError):

@@ -4,7 +4,6 @@
                     [--master M | --remote sc://host:port]
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
-    kafka-recon drill [--scenario S1 ...] [--repeat N]   (the loss drill; exit 1 unless all pass)
     kafka-recon class-archive [--out FILE]               (the Spark driver's class archive)
     kafka-recon spark-server [--port N]                  (a warm Spark for runs with --remote)
 
@@ -127,33 +126,6 @@ def _audit(a: argparse.Namespace) -> int:
     return EXIT_FINDINGS if high else EXIT_OK
 
 
-def drill_docs(a: argparse.Namespace, published: Path) -> Path | None:
-    """Where the drill's matrix goes: `--docs`, else the published folder for the whole drill;
-    a subset of scenarios writes into its work folder, so that trying one scenario never
-    replaces the published matrix with a partial one."""
-    if a.no_docs:
-        return None
-    if a.docs is not None:
-        return Path(a.docs)
-    return Path(a.out) if a.scenario else published
-
-
-def _drill(a: argparse.Namespace) -> int:
-    try:  # the drill proves the product; it ships with the repository, not the package
-        from harness.drill.matrix import default_docs, run_drill
-    except ImportError:
-        raise UsageError("the drill runs from a checkout of the repository (make drill): "
-                         "its harness is not part of the installed package") from None
-    if a.repeat < 1 or a.attempts < 1:
-        raise UsageError("--repeat and --attempts must be at least 1")
-    try:
-        rows = run_drill(a.scenario, a.out, repeat=a.repeat, attempts=a.attempts,
-                         docs=drill_docs(a, default_docs()), secured=a.secured)
-    except ValueError as exc:  # an unknown scenario id
-        raise UsageError(str(exc)) from exc
-    return EXIT_OK if all(r["result"] == "pass" for r in rows) else EXIT_FINDINGS
-
-
 def _class_archive(a: argparse.Namespace) -> int:
     from kafka_recon.settings import class_archive_path, jvm_options, spark_jars
     from kafka_recon.spark.classes import build
@@ -205,20 +177,6 @@ def main(argv: list[str] | None = None) -> int:
     au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
     au.add_argument("--config", required=True, type=Path)
     au.add_argument("--flow", help="only this flow")
-    d = sub.add_parser("drill", help="make every loss scenario happen on a real cluster and "
-                       "check the reconciliation finds it")
-    d.add_argument("--scenario", nargs="+", help="scenario ids (default: every one, S1-S19)")
-    d.add_argument("--repeat", type=int, default=5, help="runs of each negative control "
-                   "(S11, S12), default 5")
-    d.add_argument("--attempts", type=int, default=3, help="re-runs of a scenario whose fault "
-                   "did not bite, default 3")
-    d.add_argument("--out", type=Path, default=Path("drill-out"), help="work folder (replaced)")
-    d.add_argument("--docs", type=Path, help="where drill.md and drill.json go (default: docs/ "
-                   "for the whole drill, the work folder for a --scenario subset)")
-    d.add_argument("--no-docs", action="store_true", help="print the matrix only")
-    d.add_argument("--secured", action="store_true",
-                   help="a secured cluster (SASL_SSL, mTLS, ACLs) read over SASL_SSL; writes "
-                        "drill-secured.md")
     c = sub.add_parser("class-archive", help="make the Spark driver's class archive, which "
                        "starts every later run's Spark sooner (kafka_recon.spark.classes)")
     c.add_argument("--out", type=Path, help="where (default $KAFKA_RECON_CLASS_ARCHIVE, else "
@@ -233,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"port (default {CONNECT_PORT})")
     a = p.parse_args(argv)
     try:
-        return {"run": _run, "snapshot": _snapshot, "audit": _audit, "drill": _drill,
+        return {"run": _run, "snapshot": _snapshot, "audit": _audit,
                 "class-archive": _class_archive, "spark-server": _spark_server}[a.command](a)
     except ReconError as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)

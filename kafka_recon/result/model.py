@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
+from kafka_recon.errors import ResultError
+
 Side = Literal["write", "consume", "replication", "process"]
 Status = Literal["ok", "findings", "inconclusive"]
 Kind = Literal["loss", "duplicate", "unexpected", "late", "replay_unstable", "unidentifiable",
@@ -41,10 +43,6 @@ KINDS: dict[str, KindWords] = {
     "health": KindWords("at health risk", "at health risk", False, True),
 }
 AUDIT_KINDS = tuple(k for k, w in KINDS.items() if w.audit)
-
-
-class ResultError(ValueError):
-    """A result.json that is not the contract: names the file and the field."""
 
 
 class _Model(BaseModel):

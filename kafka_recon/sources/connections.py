@@ -8,7 +8,7 @@
 - anywhere else (the command line, tests), `AIRFLOW_CONN_<ID>` in either of Airflow's forms:
   a URI or JSON (`{"conn_type": "postgres", "host": ..., "login": ..., "password": ...}`).
 
-Whatever cannot be resolved, parsed or driven is a `SourceError` naming the connection: the
+Whatever cannot be resolved, parsed or driven is a `ConnectionUnusable` naming the connection: the
 run is inconclusive, never a traceback.
 """
 
@@ -20,7 +20,7 @@ import re
 import sys
 from typing import Any
 
-from kafka_recon.errors import ConnectionNotFound, SourceError
+from kafka_recon.errors import ConnectionNotFound, ConnectionUnusable
 from kafka_recon.settings import conn_env_var
 
 SUPPORTED = ("sqlite", "postgresql")
@@ -51,17 +51,18 @@ def url_from_fields(conn_id: str, conn_type: str | None, host: str | None = None
         try:
             port_n = int(port) if port not in (None, "") else None
         except (TypeError, ValueError):
-            raise SourceError(f"connection '{conn_id}': port {port!r} is not a number") from None
+            raise ConnectionUnusable(
+                f"connection '{conn_id}': port {port!r} is not a number") from None
         return URL.create("postgresql+psycopg2", username=login or None,
                           password=password or None, host=host or None, port=port_n,
                           database=schema or None).render_as_string(hide_password=False)
     if kind == "sqlite":
         path = host or schema
         if not path:
-            raise SourceError(f"connection '{conn_id}': a sqlite connection needs the file "
+            raise ConnectionUnusable(f"connection '{conn_id}': a sqlite connection needs the file "
                               "in 'host'")
         return f"sqlite:///{path}"
-    raise SourceError(f"connection '{conn_id}': type {conn_type!r} is not supported "
+    raise ConnectionUnusable(f"connection '{conn_id}': type {conn_type!r} is not supported "
                       f"(supported: {', '.join(SUPPORTED)})")
 
 
@@ -72,9 +73,10 @@ def _json_form(conn_id: str, text: str, var: str) -> dict[str, Any] | None:
     try:
         fields = json.loads(text)
     except ValueError as exc:
-        raise SourceError(f"connection '{conn_id}': {var} is not valid JSON: {exc}") from None
+        raise ConnectionUnusable(
+            f"connection '{conn_id}': {var} is not valid JSON: {exc}") from None
     if not isinstance(fields, dict):
-        raise SourceError(f"connection '{conn_id}': {var} must be a JSON object")
+        raise ConnectionUnusable(f"connection '{conn_id}': {var} must be a JSON object")
     return fields
 
 
@@ -110,9 +112,9 @@ def normalise(url: str, conn_id: str | None = None) -> str:
     try:
         backend = make_url(url).get_backend_name()
     except (ArgumentError, ValueError):  # a malformed URL, a port that is not a number
-        raise SourceError(f"{name}: not a database URL: {redact(url)}") from None
+        raise ConnectionUnusable(f"{name}: not a database URL: {redact(url)}") from None
     if backend not in SUPPORTED:
-        raise SourceError(f"{name}: no driver is bundled for '{backend}' "
+        raise ConnectionUnusable(f"{name}: no driver is bundled for '{backend}' "
                           f"(supported: {', '.join(SUPPORTED)})")
     return url
 
@@ -171,16 +173,16 @@ def _kafka_extra(conn_id: str, conn_type: str | None, extra: Any, host: str | No
                  port: Any = None) -> dict[str, Any]:
     """The librdkafka dict of a connection of the Kafka provider's type (its extra)."""
     if conn_type and conn_type.lower() != "kafka":
-        raise SourceError(f"connection '{conn_id}': type {conn_type!r} is not a Kafka "
+        raise ConnectionUnusable(f"connection '{conn_id}': type {conn_type!r} is not a Kafka "
                           "connection (type 'kafka', its extra a librdkafka config dict)")
     if isinstance(extra, str):
         try:
             extra = json.loads(extra) if extra.strip() else {}
         except ValueError as exc:
-            raise SourceError(f"connection '{conn_id}': its extra is not valid JSON: "
+            raise ConnectionUnusable(f"connection '{conn_id}': its extra is not valid JSON: "
                               f"{exc}") from None
     if not isinstance(extra, dict):
-        raise SourceError(f"connection '{conn_id}': its extra must be a JSON object of "
+        raise ConnectionUnusable(f"connection '{conn_id}': its extra must be a JSON object of "
                           "librdkafka settings")
     extra = dict(extra)
     if "bootstrap.servers" not in extra and host:
@@ -203,7 +205,7 @@ def _kafka_from_value(conn_id: str, value: str, var: str) -> dict[str, Any]:
     try:
         port = parts.port
     except ValueError:
-        raise SourceError(f"connection '{conn_id}': {var} has a port that is not a "
+        raise ConnectionUnusable(f"connection '{conn_id}': {var} has a port that is not a "
                           "number") from None
     return _kafka_extra(conn_id, parts.scheme.replace("-", "_"), extra, parts.hostname, port)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_recon.errors import ConfigError, SourceError
+from kafka_recon.errors import ConfigError, ConnectionUnusable, TopicError
 
 if TYPE_CHECKING:
     from kafka_recon.config import KafkaTier
@@ -247,9 +247,9 @@ def _pem_file(path: str | None, key: str, where: str) -> str | None:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{where}: {key} {path}: cannot read it ({exc})") from None
+        raise TopicError(f"{where}: {key} {path}: cannot read it ({exc})") from None
     if "-----BEGIN" not in text:
-        raise SourceError(f"{where}: {key} {path} is not a PEM file")
+        raise TopicError(f"{where}: {key} {path} is not a PEM file")
     return text
 
 
@@ -263,7 +263,7 @@ def split_settings(raw: dict[str, Any], where: str) -> tuple[dict[str, str], dic
     registry: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(key, str) or isinstance(value, dict | list) or value is None:
-            raise SourceError(f"{where}: setting {key!r} must be a text, number or boolean")
+            raise TopicError(f"{where}: setting {key!r} must be a text, number or boolean")
         if key.startswith(REGISTRY_PREFIX):
             registry[key[len(REGISTRY_PREFIX):]] = _text(value)
         elif key in REGISTRY_KEYS:
@@ -288,7 +288,7 @@ def endpoint(tier: KafkaTier) -> KafkaEndpoint:
         or settings.pop("metadata.broker.list", None)
     settings.pop("bootstrap.servers", None)
     if not bootstrap:
-        raise SourceError(f"kafka tier '{tier.name}': connection '{tier.conn}' has no "
+        raise ConnectionUnusable(f"kafka tier '{tier.name}': connection '{tier.conn}' has no "
                           "bootstrap.servers and the tier gives no bootstrap")
     bootstrap = re.sub(r"\s+", "", bootstrap)
     ep = KafkaEndpoint(bootstrap, tuple(sorted(settings.items())),

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_recon.errors import SourceError
+from kafka_recon.errors import RegistryError
 
 # the registry's schema types a record format can be decoded with
 FORMAT_TYPES = {"avro": "AVRO", "json_schema": "JSON"}
@@ -40,7 +40,7 @@ def client(conf: dict[str, str]) -> Any:
         try:
             _CLIENTS[key] = SchemaRegistryClient.new_client(dict(conf))
         except (ValueError, TypeError) as exc:
-            raise SourceError(f"schema registry {conf.get('url')}: {exc}") from None
+            raise RegistryError(f"schema registry {conf.get('url')}: {exc}") from None
     return _CLIENTS[key]
 
 
@@ -59,9 +59,9 @@ def schemas(conf: dict[str, str], ids: list[int], record_format: str
             if exc.http_status_code == 404:
                 out[sid] = RegistrySchema(problem=f"schema id {sid} is unknown to the registry")
                 continue
-            raise SourceError(f"schema registry {conf['url']}: schema id {sid}: {exc}") from None
+            raise RegistryError(f"schema registry {conf['url']}: schema id {sid}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - transport errors of httpx, TLS, auth
-            raise SourceError(f"schema registry {conf['url']} cannot be read: "
+            raise RegistryError(f"schema registry {conf['url']} cannot be read: "
                               f"{type(exc).__name__}: {exc}") from None
         kind = (schema.schema_type or "AVRO").upper()
         if kind != want:

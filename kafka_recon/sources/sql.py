@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_recon.config import SqlTier
-from kafka_recon.errors import SourceError
+from kafka_recon.errors import SqlTierError
 from kafka_recon.sources.connections import UTC_SESSION, resolve, where
 from kafka_recon.window import Window
 
@@ -25,18 +25,18 @@ def _engine(tier: SqlTier) -> tuple[Any, str]:
 
     try:
         url = resolve(tier.conn)
-    except SourceError as exc:
-        raise SourceError(f"tier '{tier.name}': {exc}") from None
+    except SqlTierError as exc:
+        raise SqlTierError(f"tier '{tier.name}': {exc}") from None
     u = make_url(url)
     # SQLite would silently create an empty file where a database was expected
     if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).exists():
-        raise SourceError(f"tier '{tier.name}': sqlite file {u.database} does not exist")
+        raise SqlTierError(f"tier '{tier.name}': sqlite file {u.database} does not exist")
     connect_args = {"connect_timeout": 10, "options": UTC_SESSION} \
         if u.get_backend_name() == "postgresql" else {}
     try:
         return create_engine(url, connect_args=connect_args), url
     except (SQLAlchemyError, ImportError) as exc:  # a driver that is not installed
-        raise SourceError(f"tier '{tier.name}' ({where(url)}): {exc}") from None
+        raise SqlTierError(f"tier '{tier.name}' ({where(url)}): {exc}") from None
 
 
 def _run(tier: SqlTier, sql: str, params: dict[str, Any]) -> tuple[list[str], list[Any]]:
@@ -50,7 +50,7 @@ def _run(tier: SqlTier, sql: str, params: dict[str, Any]) -> tuple[list[str], li
             return list(res.keys()), list(res.fetchall())
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise SourceError(f"tier '{tier.name}' ({where(url)}): {reason}") from exc
+        raise SqlTierError(f"tier '{tier.name}' ({where(url)}): {reason}") from exc
     finally:
         engine.dispose()
 
@@ -59,7 +59,7 @@ def _require(tier: SqlTier, kind: str, columns: list[str], needed: tuple[str, ..
     lower = [c.lower() for c in columns]
     absent = [c for c in needed if c not in lower]
     if absent:
-        raise SourceError(f"tier '{tier.name}': the '{kind}' query returns columns {columns}; "
+        raise SqlTierError(f"tier '{tier.name}': the '{kind}' query returns columns {columns}; "
                           f"it must return {', '.join(repr(c) for c in needed)} "
                           f"(missing {', '.join(absent)})")
 
@@ -89,7 +89,7 @@ def _bucket_key(value: Any, window: Window, bucket: timedelta, tier: str) -> str
     if isinstance(value, str):
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if not isinstance(value, datetime):
-        raise SourceError(f"tier '{tier}': the counts query's 'bucket' must be a time, "
+        raise SqlTierError(f"tier '{tier}': the counts query's 'bucket' must be a time, "
                           f"got {value!r}")
     value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     steps = (value - window.start) // bucket

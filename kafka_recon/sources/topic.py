@@ -11,7 +11,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kafka_recon.errors import SourceError, TopicError
+from kafka_recon.errors import TopicError
 from kafka_recon.sources.kafka_client import Diagnosis, KafkaEndpoint
 
 TIMEOUT_S = 15.0
@@ -36,7 +36,7 @@ GROUP_PREFIX = "kafka-recon-"
 def open_client(ep: KafkaEndpoint, own: dict[str, Any], diagnosis: Any = None,
                 admin: bool = False) -> Any:
     """A confluent-kafka consumer (or admin client) of the endpoint; a setting librdkafka
-    refuses is a SourceError naming it, not a traceback."""
+    refuses is a TopicError naming it, not a traceback."""
     from confluent_kafka import Consumer, KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -44,7 +44,7 @@ def open_client(ep: KafkaEndpoint, own: dict[str, Any], diagnosis: Any = None,
         return (AdminClient if admin else Consumer)(ep.librdkafka(own, diagnosis))
     except (KafkaException, ValueError, TypeError) as exc:
         err = exc.args[0] if exc.args else exc
-        raise SourceError(f"{ep.where}: the client settings are refused: "
+        raise TopicError(f"{ep.where}: the client settings are refused: "
                           f"{getattr(err, 'str', lambda: str(err))()}") from None
 
 

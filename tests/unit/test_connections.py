@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kafka_recon.errors import SourceError
+from kafka_recon.errors import ConnectionUnusable
 from kafka_recon.sources.connections import redact, resolve, resolved_for_spark, secrets_of
 
 pytestmark = pytest.mark.unit
@@ -69,7 +69,7 @@ def test_a_connection_that_cannot_be_used_is_a_source_error_naming_it_never_its_
         monkeypatch: pytest.MonkeyPatch, value: str | None, says: str) -> None:
     if value is not None:
         monkeypatch.setenv("AIRFLOW_CONN_SINK_DB", value)
-    with pytest.raises(SourceError) as err:
+    with pytest.raises(ConnectionUnusable) as err:
         resolve("sink_db")
     assert "connection 'sink_db'" in str(err.value) and says in str(err.value)
     assert "secret" not in str(err.value)

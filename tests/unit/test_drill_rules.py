@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
+from harness.drill.__main__ import EXIT_USAGE, main
 from harness.drill.ledger import Ledger, ids, read
 from harness.drill.runner import compare
 from harness.drill.truth import Truth, expected_findings
-from kafka_recon.faces.cli import EXIT_ERROR, main
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +61,7 @@ def test_a_ledger_line_torn_by_sigkill_is_ignored(tmp_path) -> None:  # type: ig
 
 def test_an_unknown_scenario_is_refused_with_the_known_ones(capsys: pytest.CaptureFixture[str]
                                                              ) -> None:
-    assert main(["drill", "--scenario", "S99", "--no-docs"]) == EXIT_ERROR
+    assert main(["--scenario", "S99", "--no-docs"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "unknown scenario(s) S99" in err and "S1, S2" in err
 
@@ -70,7 +70,7 @@ def test_a_subset_of_scenarios_writes_its_matrix_into_its_work_folder_not_the_pu
         tmp_path) -> None:  # type: ignore[no-untyped-def]
     import argparse
 
-    from kafka_recon.faces.cli import drill_docs
+    from harness.drill.__main__ import drill_docs
 
     published, out = tmp_path / "docs", tmp_path / "drill-out"
 

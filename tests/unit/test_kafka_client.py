@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kafka_recon.config import KafkaTier
-from kafka_recon.errors import ConfigError, SourceError
+from kafka_recon.errors import ConfigError, SourceUnreadable
 from kafka_recon.sources.connections import resolve_kafka, resolved_for_spark
 from kafka_recon.sources.kafka_client import KafkaEndpoint, endpoint, split_settings
 
@@ -108,7 +108,7 @@ def test_settings_spark_could_not_honour_are_errors_naming_them(
 
 
 def test_an_unreadable_ca_file_names_the_setting_and_the_path(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match="ssl.ca.location .*missing.pem"):
+    with pytest.raises(SourceUnreadable, match="ssl.ca.location .*missing.pem"):
         ep(**{"security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "missing.pem")}
            ).java()
 
@@ -193,12 +193,12 @@ def test_the_tiers_bootstrap_wins_over_the_connections(monkeypatch: pytest.Monke
 def test_a_bad_kafka_connection_is_a_source_error_naming_it(
         monkeypatch: pytest.MonkeyPatch, value: str, message: str) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_PROD", value)
-    with pytest.raises(SourceError, match=message):
+    with pytest.raises(SourceUnreadable, match=message):
         endpoint(tier(conn="kafka_prod"))
 
 
 def test_an_unknown_kafka_connection_says_where_it_was_looked_for() -> None:
-    with pytest.raises(SourceError, match="AIRFLOW_CONN_NOWHERE_TO_BE_FOUND"):
+    with pytest.raises(SourceUnreadable, match="AIRFLOW_CONN_NOWHERE_TO_BE_FOUND"):
         endpoint(tier(conn="nowhere_to_be_found"))
 
 
@@ -222,5 +222,5 @@ def test_a_kafka_tier_needs_a_bootstrap_or_a_connection() -> None:
 def test_a_setting_librdkafka_refuses_is_named_not_a_traceback() -> None:
     from kafka_recon.sources.topic import open_client
 
-    with pytest.raises(SourceError, match="client settings are refused: .*sasl.mechansim"):
+    with pytest.raises(SourceUnreadable, match="client settings are refused: .*sasl.mechansim"):
         open_client(ep(**{"sasl.mechansim": "PLAIN"}), {"group.id": "kafka-recon-x"})
