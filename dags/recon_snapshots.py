@@ -3,7 +3,7 @@ topic's partitions and production groups (the flight recorder).
 
 A Flume tier is counted from the growth of its counters between the snapshots that bracket a
 window (kafka_recon.sources.flume), and a finding's cause is read from what the recorder saw
-during the window (kafka_recon.sources.recorder): both need snapshots taken while the window
+during the window (kafka_recon.cluster.recorder): both need snapshots taken while the window
 runs. One task per flow.
 """
 
@@ -37,9 +37,9 @@ if FLOWS:  # a config that cannot be read is recon_config's import error, not a 
 
         @task
         def snapshot(flow: str) -> list[dict[str, object]]:
+            from kafka_recon.cluster.snapshots import take_snapshots
             from kafka_recon.config import load_flow
             from kafka_recon.errors import SourceUnreadable
-            from kafka_recon.orchestrate import take_snapshots
 
             taken, errors = take_snapshots({flow: load_flow(config_path(), flow)})
             if errors:  # what could be taken is kept; the task still goes red

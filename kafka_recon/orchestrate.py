@@ -144,8 +144,9 @@ def stage_topic(run: Run) -> list[dict[str, Any]]:
     """Step 1b: check the topic and kafka-recon's rights on it, audit the cluster, and gather
     every tier's staging into stage.json (the order of the flow, whatever order the tier tasks
     finished in)."""
-    from kafka_recon.sources import preflight
-    from kafka_recon.sources.audit import audit_flow
+    from kafka_recon.cluster import preflight
+    from kafka_recon.cluster.audit import audit_flow
+    from kafka_recon.cluster.snapshots import flight_over
     from kafka_recon.sources.kafka_client import endpoint
 
     with _guarded(run, "stage"):
@@ -160,73 +161,9 @@ def stage_topic(run: Run) -> list[dict[str, Any]]:
         for name in staged_tiers(run.flow):
             staged += run.folder.read_json(run.folder.staged(name), f"stage {name}")
         run.folder.write_json(run.folder.audit, audit)
-        run.folder.write_json(run.folder.flight, flight_over(run))
+        run.folder.write_json(run.folder.flight, flight_over(run.flow, run.window))
         run.folder.write_json(run.folder.stage, staged)
     return staged
-
-
-def flight_over(run: Run) -> dict[str, Any]:
-    """What the flight recorder kept of each of the flow's topics around the window, by tier
-    name (`{"topics": {tier: timeline}}`; read-only: a topic nobody snapshotted gets an empty
-    timeline, and its causes say the evidence was missing)."""
-    from dataclasses import replace
-
-    from kafka_recon.settings import snapshots_path
-    from kafka_recon.sources import recorder
-
-    path = snapshots_path()
-    tiers = run.flow.kafka_tiers
-    if not path.exists():
-        return {"topics": {t.name: recorder.Timeline().as_json() for t in tiers}}
-    con = recorder.connect(path)
-    try:
-        # each topic over its own window: its grace may be longer than the flow's
-        return {"topics": {t.name: recorder.timeline(
-            con, run.flow.name, recorder.key_of(run.flow, t), run.window.start,
-            replace(run.window, grace=run.flow.grace_of(t)).closes_at).as_json()
-            for t in tiers}}
-    finally:
-        con.close()
-
-
-def take_snapshots(flows: dict[str, Flow], path: Path | None = None
-                   ) -> tuple[list[dict[str, Any]], list[str]]:
-    """One snapshot of each flow's Flume counters and of each of its topics' partitions and
-    groups (the flight recorder), kept in the snapshot store; snapshots past the retention are
-    dropped. Returns what was taken and, per topic that could not be read, one line why: one
-    unreachable cluster does not stop the other topics' snapshots."""
-    from datetime import UTC, datetime
-
-    from kafka_recon.errors import ReconError
-    from kafka_recon.settings import snapshot_retention_days, snapshots_path
-    from kafka_recon.sources import flume, recorder
-    from kafka_recon.sources.kafka_client import endpoint
-
-    path = path or snapshots_path()
-    now = datetime.now(UTC)
-    taken: list[dict[str, Any]] = []
-    errors: list[str] = []
-    con = recorder.connect(path)
-    try:
-        for name, flow in flows.items():
-            try:
-                taken += flume.take_snapshots({name: flow}, path, now)
-            except ReconError as exc:
-                errors.append(f"flow '{name}': {one_line(exc)}")
-            for tier in flow.kafka_tiers:  # each topic on its own cluster; one failing
-                try:                           # leaves the others snapshotted
-                    from kafka_recon.sources.mirror import mirror_commits
-
-                    taken.append(recorder.record(con, name, tier.topic, endpoint(tier),
-                                                 tier.consumer_groups, now,
-                                                 progress=mirror_commits(flow, tier),
-                                                 key=recorder.key_of(flow, tier)))
-                except ReconError as exc:
-                    errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
-        recorder.forget(con, now - timedelta(days=snapshot_retention_days()))
-    finally:
-        con.close()
-    return taken, errors
 
 
 def stage(run: Run) -> list[dict[str, Any]]:

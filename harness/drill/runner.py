@@ -91,8 +91,8 @@ class FlightRecorder:
         self._thread.start()
 
     def _loop(self) -> None:
+        from kafka_recon.cluster import recorder
         from kafka_recon.errors import ReconError
-        from kafka_recon.sources import recorder
         from kafka_recon.sources.kafka_client import KafkaEndpoint
 
         con = recorder.connect(self.ctx.folder / "snapshots.db")
@@ -118,7 +118,7 @@ class FlightRecorder:
         """A mirrored scenario's MirrorMaker 2 progress, as `kafka-recon snapshot` records it
         for a flow whose mirrored tier names the mirror's properties."""
         from harness.services.mirror import SOURCE, TARGET
-        from kafka_recon.sources.mirror import mirror_group
+        from kafka_recon.cluster.mirror import mirror_group
 
         if self.ctx.target is None or not self.ctx.mirrors:
             return {}
@@ -225,10 +225,10 @@ class Ctx:
 
     def mirror_progress(self) -> dict[int, int]:
         """The next source offset per partition the mirror would copy, from its offset store
-        (`kafka_recon.sources.mirror`, as a run reads it)."""
+        (`kafka_recon.cluster.mirror`, as a run reads it)."""
         from harness.services.mirror import SOURCE
+        from kafka_recon.cluster.mirror import offsets_topic, progress
         from kafka_recon.sources.kafka_client import KafkaEndpoint
-        from kafka_recon.sources.mirror import offsets_topic, progress
 
         assert self.target is not None
         return progress(KafkaEndpoint(self.target.bootstrap), offsets_topic({}, SOURCE),

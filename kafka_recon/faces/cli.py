@@ -89,7 +89,7 @@ def _selected_flows(a: argparse.Namespace) -> dict[str, Flow]:
 
 
 def _snapshot(a: argparse.Namespace) -> int:
-    from kafka_recon.orchestrate import take_snapshots
+    from kafka_recon.cluster.snapshots import take_snapshots
     from kafka_recon.settings import snapshots_path
 
     flows = _selected_flows(a)
@@ -109,7 +109,7 @@ def _snapshot(a: argparse.Namespace) -> int:
 
 
 def _audit(a: argparse.Namespace) -> int:
-    from kafka_recon.sources.audit import audit_flow
+    from kafka_recon.cluster.audit import audit_flow
 
     flows = _selected_flows(a)
     high = 0

@@ -1,2 +1,2 @@
-"""Where records are read and counted: SQL databases, Flume agents, the Kafka topic, and the
-audit of the cluster and clients."""
+"""The readers of a flow's tiers: SQL databases, Flume agents' counters, Kafka topics (and the
+schema registry their records name), and the connections that reach them."""

@@ -399,8 +399,8 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     """
     from dataclasses import replace
 
+    from kafka_recon.cluster.mirror import mirror_commits
     from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.mirror import mirror_commits
     from kafka_recon.sources.topic import (
         GROUP_PREFIX,
         as_json,

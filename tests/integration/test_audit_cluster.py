@@ -16,8 +16,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.services.kafka import KafkaCluster
+from kafka_recon.cluster.audit import audit_flow
 from kafka_recon.config import load_flow
-from kafka_recon.sources.audit import audit_flow
 from tests.integration.engine_harness import commit_offset
 
 pytestmark = pytest.mark.integration

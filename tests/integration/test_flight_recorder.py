@@ -15,8 +15,8 @@ import pytest
 
 from harness.services.kafka import KafkaCluster
 from harness.services.kafka_security import grant, reader_acls
+from kafka_recon.cluster import recorder
 from kafka_recon.faces.cli import main
-from kafka_recon.sources import recorder
 
 pytestmark = pytest.mark.integration
 

@@ -103,8 +103,8 @@ def test_the_mirrors_progress_is_read_from_its_offset_store(
     source offset per partition, from Connect's offset store on the target cluster."""
     from harness.drill.faults import wait_for
     from harness.services.mirror import SOURCE
+    from kafka_recon.cluster.mirror import progress
     from kafka_recon.sources.kafka_client import KafkaEndpoint
-    from kafka_recon.sources.mirror import progress
 
     scn = Scenario(tmp_path, kafka.bootstrap)
     scn.produce(list(ROWS.items()))

@@ -127,8 +127,8 @@ def inconclusive_reason(scn: Scenario, spark: Any) -> str:
 def test_each_sasl_mechanism_connects_with_the_right_password(
         tmp_path: Path, kafka: KafkaCluster, monkeypatch: pytest.MonkeyPatch,
         mechanism: str) -> None:
+    from kafka_recon.cluster import preflight
     from kafka_recon.config import load_flow
-    from kafka_recon.sources import preflight
     from kafka_recon.sources.kafka_client import endpoint
 
     assert kafka.security is not None

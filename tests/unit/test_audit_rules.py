@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from kafka_recon.cluster.audit import RULES, Facts, client_settings, evaluate, read_properties
 from kafka_recon.errors import ConfigError
-from kafka_recon.sources.audit import RULES, Facts, client_settings, evaluate, read_properties
 
 pytestmark = pytest.mark.unit
 

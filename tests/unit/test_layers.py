@@ -21,6 +21,7 @@ LAYERS = [
     ("values", ["kafka_recon.config", "kafka_recon.window"]),
     ("run folder", ["kafka_recon.runfolder"]),
     ("sources", ["kafka_recon.sources"]),
+    ("cluster", ["kafka_recon.cluster"]),
     ("spark steps", ["kafka_recon.spark"]),
     ("result", ["kafka_recon.result"]),
     ("outputs", ["kafka_recon.outputs"]),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.sources import recorder
+from kafka_recon.cluster import recorder
 from kafka_recon.window import iso_us
 
 pytestmark = pytest.mark.unit

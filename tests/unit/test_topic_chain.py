@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from kafka_recon.cluster.audit import audit_mirror
 from kafka_recon.config import Tolerance, load_flow
 from kafka_recon.errors import ConfigError
 from kafka_recon.outputs.validate import validate_result
 from kafka_recon.result.build import build_result, where_of
-from kafka_recon.sources.audit import audit_mirror
 from kafka_recon.window import Window
 from tests.factories import hop as model_hop
 from tests.factories import replay, result, tier

@@ -125,7 +125,7 @@ def progress(target: KafkaEndpoint, store: str, source: str, topic: str) -> dict
 
 def mirror_commits(flow: Flow, tier: KafkaTier) -> dict[str, dict[int, int]]:
     """The progress of the mirror that copies this topic into the next one, as a group's
-    commit (`kafka_recon.sources.mirror`): known when the next tier names the mirror's
+    commit (`kafka_recon.cluster.mirror`): known when the next tier names the mirror's
     properties."""
     from kafka_recon.config import KafkaTier
     from kafka_recon.sources.kafka_client import endpoint

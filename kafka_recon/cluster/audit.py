@@ -493,8 +493,8 @@ def _mirror_rules(props: dict[str, str], source: str, target: str
 
 def audit_mirror(tier: KafkaTier, config_dir: Path) -> list[dict[str, Any]]:
     """The audit of a mirror's own settings (its mm2.properties), on the replication hop into
-    `tier` (`kafka_recon.sources.mirror.replication` finds which replication it is)."""
-    from kafka_recon.sources.mirror import replication
+    `tier` (`kafka_recon.cluster.mirror.replication` finds which replication it is)."""
+    from kafka_recon.cluster.mirror import replication
 
     props, source, target = replication(tier, config_dir)
     where = f"{Path(tier.mirror_properties or '').name} ({source}->{target})"

@@ -136,7 +136,7 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
            key: str | None = None) -> dict[str, Any]:
     """One snapshot of the topic's partitions and groups, kept in the store under `key` (the
     topic's name unless `key_of` says otherwise). `progress`: the commits of readers that are
-    no consumer group (a mirror's, `kafka_recon.sources.mirror`), kept as groups without
+    no consumer group (a mirror's, `kafka_recon.cluster.mirror`), kept as groups without
     members."""
     now = now or datetime.now(UTC)
     taken = iso_us(now)

@@ -1,0 +1,73 @@
+"""Snapshots, taken and read back: the flight recorder's side of the schedule and of a run.
+
+`take_snapshots` runs every few minutes (the snapshots DAG, `kafka-recon snapshot`): each flow's
+Flume counters and each of its topics' partitions and consumer groups go into the snapshot
+store. `flight_over` is what a run reads back: each topic's timeline around its window, the
+causes' evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.cluster import recorder
+from kafka_recon.cluster.mirror import mirror_commits
+from kafka_recon.config import Flow
+from kafka_recon.errors import ReconError, one_line
+from kafka_recon.settings import snapshot_retention_days, snapshots_path
+from kafka_recon.sources import flume
+from kafka_recon.sources.kafka_client import endpoint
+from kafka_recon.window import Window
+
+
+def flight_over(flow: Flow, window: Window) -> dict[str, Any]:
+    """What the flight recorder kept of each of the flow's topics around the window, by tier
+    name (`{"topics": {tier: timeline}}`; read-only: a topic nobody snapshotted gets an empty
+    timeline, and its causes say the evidence was missing)."""
+    path = snapshots_path()
+    tiers = flow.kafka_tiers
+    if not path.exists():
+        return {"topics": {t.name: recorder.Timeline().as_json() for t in tiers}}
+    con = recorder.connect(path)
+    try:
+        # each topic over its own window: its grace may be longer than the flow's
+        return {"topics": {t.name: recorder.timeline(
+            con, flow.name, recorder.key_of(flow, t), window.start,
+            replace(window, grace=flow.grace_of(t)).closes_at).as_json()
+            for t in tiers}}
+    finally:
+        con.close()
+
+
+def take_snapshots(flows: dict[str, Flow], path: Path | None = None
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """One snapshot of each flow's Flume counters and of each of its topics' partitions and
+    groups (the flight recorder), kept in the snapshot store; snapshots past the retention are
+    dropped. Returns what was taken and, per topic that could not be read, one line why: one
+    unreachable cluster does not stop the other topics' snapshots."""
+    path = path or snapshots_path()
+    now = datetime.now(UTC)
+    taken: list[dict[str, Any]] = []
+    errors: list[str] = []
+    con = recorder.connect(path)
+    try:
+        for name, flow in flows.items():
+            try:
+                taken += flume.take_snapshots({name: flow}, path, now)
+            except ReconError as exc:
+                errors.append(f"flow '{name}': {one_line(exc)}")
+            for tier in flow.kafka_tiers:  # each topic on its own cluster; one failing
+                try:                           # leaves the others snapshotted
+                    taken.append(recorder.record(con, name, tier.topic, endpoint(tier),
+                                                 tier.consumer_groups, now,
+                                                 progress=mirror_commits(flow, tier),
+                                                 key=recorder.key_of(flow, tier)))
+                except ReconError as exc:
+                    errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
+        recorder.forget(con, now - timedelta(days=snapshot_retention_days()))
+    finally:
+        con.close()
+    return taken, errors
