@@ -4,7 +4,7 @@ The data interval is the window: the run after midnight reconciles the day befor
 the flow's `window: 1h`, each hour after it ends), once the window has closed (its end plus the
 flow's grace and disorder margin: `wait_for_closing` defers until then). An ok window updates
 the flow's Asset `kafka-recon://<flow>`. This file
-only wires tasks (kafka_recon.faces.airflow_tasks); parsing reads the flow config, a local YAML
+only wires tasks (kafka_recon.airflow.wiring); parsing reads the flow config, a local YAML
 file, and imports neither pyspark, pandas nor great_expectations. A flow whose config is wrong
 gets no DAG here; `recon_config.py` names it as an import error, and every other flow still runs.
 """
@@ -16,9 +16,11 @@ from datetime import UTC, datetime, timedelta
 from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from kafka_recon.airflow.macros import MACROS
+from kafka_recon.airflow.names import flow_dag_id
+from kafka_recon.airflow.run_args import RunArgs
+from kafka_recon.airflow.wiring import daily_run, runs_in_flight
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
-from kafka_recon.faces.airflow_tasks import MACROS, RunArgs, daily_run, runs_in_flight
-from kafka_recon.faces.names import flow_dag_id
 from kafka_recon.orchestrate import staged_tiers
 from kafka_recon.settings import config_path, task_retries
 

@@ -4,7 +4,7 @@ The form's fields are DAG Params, checked when the run is triggered (a bad value
 the field's description); `check` then tests what a schema cannot (end after start, a start not
 in the future) before anything is read. A window that has not closed yet (its end plus the
 flow's grace and disorder margin) is waited for, deferred, as the scheduled DAG waits. This file
-only wires tasks (kafka_recon.faces.airflow_tasks).
+only wires tasks (kafka_recon.airflow.wiring).
 """
 
 from __future__ import annotations
@@ -13,16 +13,11 @@ from datetime import UTC, datetime
 
 from airflow.sdk import DAG, AssetAlias, Param, task
 
+from kafka_recon.airflow.macros import MACROS
+from kafka_recon.airflow.run_args import RunArgs
+from kafka_recon.airflow.tasks import RECONCILED_ALIAS, begin, stage_tier
+from kafka_recon.airflow.wiring import wait_for_closing, wire_run
 from kafka_recon.config import load_flows_partial
-from kafka_recon.faces.airflow_tasks import (
-    MACROS,
-    RECONCILED_ALIAS,
-    RunArgs,
-    begin,
-    stage_tier,
-    wait_for_closing,
-    wire_run,
-)
 from kafka_recon.settings import config_path
 
 FLOWS = sorted(load_flows_partial(config_path())[0])  # a bad flow: see recon_config.py
@@ -58,7 +53,7 @@ with DAG(
     @task
     def check(flow: str, start: str, end: str) -> list[str]:
         """What the form's schema cannot check; returns the tiers to stage."""
-        from kafka_recon.faces.airflow_tasks import check_adhoc
+        from kafka_recon.airflow.tasks import check_adhoc
 
         return check_adhoc(flow, start, end)
 

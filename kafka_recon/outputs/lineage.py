@@ -110,7 +110,7 @@ LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 LISTENER_JAVA_OPTIONS = "--add-opens=java.base/java.security=ALL-UNNAMED"
 
 
-def spark_conf(transport: dict[str, object], namespace: str, driver_java_options: str
+def listener_conf(transport: dict[str, object], namespace: str, driver_java_options: str
                ) -> tuple[dict[str, str], str | None]:
     """The Spark settings that turn the listener on and send its events where Airflow's go.
 

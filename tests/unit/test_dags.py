@@ -84,7 +84,7 @@ def test_windows_are_runs_of_their_own_with_room_for_every_one_still_waiting(dag
 def test_a_grace_longer_than_many_windows_leaves_room_for_each_waiting_window() -> None:
     from datetime import timedelta
 
-    from kafka_recon.faces.airflow_tasks import runs_in_flight
+    from kafka_recon.airflow.wiring import runs_in_flight
     from tests.factories import flow
 
     clicks = flow("clicks")  # 10-minute windows

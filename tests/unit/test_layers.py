@@ -26,7 +26,7 @@ LAYERS = [
     ("result", ["kafka_recon.result"]),
     ("outputs", ["kafka_recon.outputs"]),
     ("orchestration", ["kafka_recon.orchestrate"]),
-    ("faces", ["kafka_recon.faces", "kafka_recon.__main__"]),
+    ("faces", ["kafka_recon.faces", "kafka_recon.airflow", "kafka_recon.__main__"]),
 ]
 NEVER = ("spark_jobs", "harness", "tests", "bench", "dags", "plugins")
 TREES = ("kafka_recon", "spark_jobs", "harness", "dags", "plugins", "bench")

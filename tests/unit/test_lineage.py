@@ -77,9 +77,9 @@ def test_a_tier_whose_connection_cannot_be_resolved_is_left_out_and_named_not_fa
     ({"type": "kafka", "topic": "ol"}, {}, True)])
 def test_the_spark_listener_is_on_and_sent_where_airflow_sends_or_says_it_cannot(
         transport: dict[str, object], handed: dict[str, str], noted: bool) -> None:
-    from kafka_recon.outputs.lineage import LISTENER, spark_conf
+    from kafka_recon.outputs.lineage import LISTENER, listener_conf
 
-    conf, note = spark_conf(transport, "ns", "-Duser.timezone=UTC")
+    conf, note = listener_conf(transport, "ns", "-Duser.timezone=UTC")
     assert conf["spark.extraListeners"] == LISTENER
     assert conf["spark.openlineage.namespace"] == "ns"
     assert conf["spark.driver.extraJavaOptions"].startswith("-Duser.timezone=UTC --add-opens")
@@ -92,7 +92,7 @@ def test_the_spark_listener_is_on_and_sent_where_airflow_sends_or_says_it_cannot
 def test_an_http_transport_s_api_key_is_found_to_mask_and_redacted_by_spark() -> None:
     import re
 
-    from kafka_recon.outputs.lineage import spark_conf, transport_secrets
+    from kafka_recon.outputs.lineage import listener_conf, transport_secrets
 
     transport = {"type": "composite", "transports": [
         {"type": "http", "url": "https://ol.example", "auth": {"type": "api_key",
@@ -100,7 +100,7 @@ def test_an_http_transport_s_api_key_is_found_to_mask_and_redacted_by_spark() ->
         {"type": "kafka", "config": {"sasl.password": "p-456", "bootstrap.servers": "b:9092"}}]}
     assert transport_secrets(transport) == ["k-123", "p-456"]
     assert transport_secrets({"type": "file", "log_file_path": "/l"}) == []
-    regex = spark_conf({"type": "http"}, "ns", "")[0]["spark.redaction.regex"]
+    regex = listener_conf({"type": "http"}, "ns", "")[0]["spark.redaction.regex"]
     assert re.search(regex.replace("(?i)", ""), "spark.openlineage.transport.auth.apiKey",
                      re.IGNORECASE)
 
@@ -109,7 +109,7 @@ def test_with_an_http_transport_the_spark_task_turns_the_listener_on_and_masks_t
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Spark provider hands an http transport to Spark on the command line: kafka-recon
     asks it to, masks the key in the task's logs first and adds the listener jar."""
-    from kafka_recon.faces import airflow_tasks
+    from kafka_recon.airflow.operators import spark_submit
 
     masked: list[str] = []
     monkeypatch.setattr("airflow.sdk.log.mask_secret", masked.append)
@@ -121,7 +121,7 @@ def test_with_an_http_transport_the_spark_task_turns_the_listener_on_and_masks_t
     jar.parent.mkdir()
     jar.write_bytes(b"")
     monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
-    op = airflow_tasks.ReconSparkSubmitOperator(
+    op = spark_submit.ReconSparkSubmitOperator(
         task_id="replay_reconcile", flow="orders", config="unused.yaml", application="x.py",
         jars="/a.jar", conf={"spark.driver.extraJavaOptions": "-Duser.timezone=UTC"})
     op._spark_lineage()

@@ -143,7 +143,7 @@ def app(eng: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from fastapi import HTTPException
     from fastapi.testclient import TestClient
 
-    from kafka_recon.faces.ui import create_app
+    from kafka_recon.airflow.plugins.ui import create_app
 
     async def no_such_login(token: str | None) -> None:
         raise HTTPException(401, "not logged in")

@@ -76,9 +76,9 @@ def test_only_the_driver_maps_the_class_archive_and_only_when_it_was_made(
 
 def test_the_dag_task_hands_its_workers_class_archive_to_the_driver_it_starts(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from kafka_recon.faces import airflow_tasks
+    from kafka_recon.airflow.operators import spark_submit
 
-    op = airflow_tasks.ReconSparkSubmitOperator(
+    op = spark_submit.ReconSparkSubmitOperator(
         task_id="replay_reconcile", flow="orders", config="unused.yaml", application="x.py",
         conf=spark_conf())
     monkeypatch.setenv("KAFKA_RECON_CLASS_ARCHIVE", str(tmp_path / "spark-classes.jsa"))

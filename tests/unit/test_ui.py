@@ -23,7 +23,7 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from kafka_recon.faces.ui import create_app
+    from kafka_recon.airflow.plugins.ui import create_app
 
     root = tmp_path / "runs"
     run = root / "orders" / "2026-11-20T000000Z_2026-11-21T000000Z"

@@ -56,7 +56,7 @@ def readable_flows(user: Any, flows: set[str]) -> set[str]:
     """The flows among `flows` whose DAG Airflow's auth manager lets `user` read."""
     from airflow.api_fastapi.app import get_auth_manager
 
-    from kafka_recon.faces.names import flow_dag_id
+    from kafka_recon.airflow.names import flow_dag_id
 
     dags = {flow_dag_id(f): f for f in flows}
     allowed = get_auth_manager().filter_authorized_dag_ids(dag_ids=set(dags), user=user,

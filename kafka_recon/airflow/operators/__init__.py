@@ -1,0 +1,1 @@
+"""The operators of kafka-recon's DAGs."""

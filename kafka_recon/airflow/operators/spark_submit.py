@@ -1,0 +1,197 @@
+"""The Spark step of a run: spark-submit of `spark_jobs/<step>.py`, or the step in the task's own
+process against a Spark Connect server; the flow's connections resolved in the task and handed
+to the job; the run's lineage (OpenLineage) from the flow's tiers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from kafka_recon.airflow.ownership import run_owner
+from kafka_recon.airflow.run_args import RunArgs
+from kafka_recon.settings import spark_jobs_dir
+from kafka_recon.spark.session import spark_conf
+
+
+class ReconSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of a kafka-recon step, with the flow's connections resolved here.
+
+    The connections are resolved through Airflow when the task runs (metadata database,
+    environment, secrets backend) and handed to the Spark job in its environment: never on the
+    command line, never in a rendered template field, and every secret is masked in the logs.
+    """
+
+    def __init__(self, *, flow: str, config: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.flow, self.config = flow, config
+
+    template_fields = (*SparkSubmitOperator.template_fields, "flow")
+
+    def execute(self, context: Any) -> None:
+        from airflow.providers.openlineage.conf import is_disabled
+        from airflow.sdk.log import mask_secret
+
+        from kafka_recon.config import KafkaTier, SqlTier, load_flow
+        from kafka_recon.settings import RUN_OWNER_VAR, conn_env_var, spark_remote
+        from kafka_recon.sources.connections import resolved_for_spark, secrets_of
+        from kafka_recon.sources.kafka_client import endpoint
+
+        flow = load_flow(self.config, self.flow)
+        kafka = [t for t in flow.tiers if isinstance(t, KafkaTier) and t.conn]
+        handed = resolved_for_spark([t.conn for t in flow.tiers if isinstance(t, SqlTier)],
+                                    [t.conn for t in kafka if t.conn])
+        for tier in kafka:
+            endpoint(tier)  # masks the tier's secrets in every spelling (JAAS, keys, ...)
+        kafka_vars = {conn_env_var(t.conn) for t in kafka if t.conn}
+        for var, value in handed.items():
+            mask_secret(value)  # a kafka connection's settings, handed as one JSON text
+            if var not in kafka_vars:
+                for secret in secrets_of(value):
+                    mask_secret(secret)
+        self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: run_owner(context)}
+        remote = spark_remote()
+        if not is_disabled():  # OpenLineage is off unless a transport is configured
+            self._lineage_of_run = self._lineage()
+            if remote:
+                self.log.warning("lineage: the Spark jobs' own lineage is not sent: they run "
+                                 "in a Spark Connect server, whose listeners are its own")
+            else:
+                self._spark_lineage()
+        if remote:
+            self._through_server(context, remote)
+            return
+        self._class_archive()
+        super().execute(context)
+
+    def _through_server(self, context: Any, remote: str) -> None:
+        """The step in this task's process, in a session of the Spark Connect server
+        `KAFKA_RECON_SPARK_REMOTE` names (kafka_recon.spark.server): no spark-submit, no
+        Spark of the task's own to start and warm up. Connections resolve through Airflow."""
+        import json
+
+        from kafka_recon import orchestrate
+        from kafka_recon.settings import shown_remote
+
+        args = [str(a) for a in self.application_args or []]
+        given = dict(zip(args[::2], args[1::2], strict=False))
+        run = orchestrate.load(self.flow, given["--start"], given["--end"],
+                               Path(given["--config"]), Path(given["--out"]))
+        replays = int(given["--replays"]) if "--replays" in given else None
+        step = Path(str(self.application)).stem
+        self.log.info("kafka-recon %s through the Spark Connect server %s", step,
+                      shown_remote(remote))
+        summary = orchestrate.spark_step(step, run, replays, run_owner(context), remote=remote)
+        self.log.info("kafka-recon %s: %s", step, json.dumps(summary))
+
+    _lineage_of_run: Any = None
+
+    def _class_archive(self) -> None:
+        """This worker's class archive, when made, for the driver spark-submit starts here
+        (kafka_recon.spark.classes); a driver started elsewhere finds none and goes without."""
+        from kafka_recon.settings import class_archive_path
+        from kafka_recon.spark.session import archive_options, driver_conf
+
+        self.conf = driver_conf(dict(self.conf or {}), archive_options(class_archive_path()))
+
+    def _spark_lineage(self) -> None:
+        """The Spark jobs' own lineage: the OpenLineage listener on, its events sent where
+        Airflow's go, as children of this task's run (the Spark provider injects the parent
+        job, and an http transport with its credentials)."""
+        from airflow.providers.openlineage.conf import namespace, transport
+
+        from kafka_recon.errors import MissingJarsError
+        from kafka_recon.outputs.lineage import listener_conf, transport_secrets
+        from kafka_recon.settings import lineage_jars
+
+        try:
+            jars = lineage_jars()
+        except MissingJarsError as e:
+            self.log.warning("lineage: the Spark jobs' lineage is not sent: %s", e)
+            return
+        from airflow.sdk.log import mask_secret
+
+        sends = transport()
+        for secret in transport_secrets(sends):  # handed to Spark on its command line
+            mask_secret(secret)
+        conf = dict(self.conf or {})
+        added, note = listener_conf(sends, namespace(),
+                                    conf.get("spark.driver.extraJavaOptions", ""))
+        if note:
+            self.log.warning("lineage: %s", note)
+        self.conf = {**conf, **added}
+        self.jars = ",".join([j for j in (self.jars or "").split(",") if j] + jars)
+        self._openlineage_inject_parent_job_info = True
+        self._openlineage_inject_transport_info = sends.get("type") in ("http", "composite")
+
+    def _lineage(self) -> Any:
+        """The flow's tiers as this job's inputs, its result as the output (see
+        kafka_recon.outputs.lineage for the names).
+
+        Made here, in the task's own process: OpenLineage's provider calls the methods below in
+        a forked child, where reaching Airflow's connections would hang until its timeout. So
+        the start event names no dataset (connections are not resolved yet); the complete and
+        failure events name them all. Lineage never fails the task."""
+        try:
+            return self._made_lineage()
+        except Exception as e:  # noqa: BLE001 (a lineage error is logged, never raised)
+            self.log.warning("lineage: not made: %s", str(e).splitlines()[0] if str(e) else e)
+            return None
+
+    def _made_lineage(self) -> Any:
+        from airflow.providers.common.compat.openlineage.facet import (
+            Dataset,
+            DocumentationDatasetFacet,
+        )
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from kafka_recon.config import load_flow
+        from kafka_recon.outputs.lineage import LineageDataset, of_run
+
+        args = [str(a) for a in self.application_args or []]
+        out = args[args.index("--out") + 1] if "--out" in args[:-1] else ""
+        lineage = of_run(load_flow(self.config, self.flow),
+                         Path(out) / "result.json" if out.startswith("/") else None)
+        for line in lineage.skipped:
+            self.log.warning("lineage: %s", line)
+
+        def dataset(d: LineageDataset) -> Any:
+            what = (f"the result of kafka-recon flow '{self.flow}'" if d.tier == "result"
+                    else f"tier '{d.tier}' of kafka-recon flow '{self.flow}'")
+            return Dataset(namespace=d.namespace, name=d.name,
+                           facets={"documentation": DocumentationDatasetFacet(description=what)})
+
+        return OperatorLineage(inputs=[dataset(d) for d in lineage.inputs],
+                               outputs=[dataset(d) for d in lineage.outputs])
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        return OperatorLineage()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self._lineage_of_run
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self._lineage_of_run
+
+
+def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
+    app_args = ["--config", args.config, "--flow", args.flow, "--start", args.start,
+                "--end", args.end, "--out", "{{ ti.xcom_pull(task_ids='stage_topic') }}"]
+    if args.replays is not None and step in ("replay", "replay_reconcile"):
+        app_args += ["--replays", args.replays]
+    return ReconSparkSubmitOperator(
+        task_id=step,
+        flow=args.flow,
+        config=args.config,
+        conn_id="spark_default",
+        application=str(spark_jobs_dir() / f"{step}.py"),
+        name=f"kafka-recon-{step}-{args.flow}",
+        jars="{{ kafka_recon_spark_jars() }}",
+        conf=spark_conf(),
+        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+        application_args=app_args,
+    )

@@ -1,0 +1,1 @@
+"""What kafka-recon adds to Airflow's own web server: the Reconciliation page."""

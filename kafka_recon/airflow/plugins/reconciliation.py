@@ -1,0 +1,20 @@
+"""Adds the "Reconciliation" page to the Airflow UI (Airflow 3: a FastAPI app and an external
+view). The page is `kafka_recon.airflow.plugins.ui`; it requires Airflow's login."""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from kafka_recon.airflow.plugins.ui import PREFIX, create_app
+
+
+class ReconciliationPlugin(AirflowPlugin):
+    name = "kafka_recon"
+    fastapi_apps = [{"app": create_app(), "url_prefix": PREFIX, "name": "kafka-recon"}]
+    external_views = [{
+        "name": "Reconciliation",
+        "href": f"{PREFIX}/",
+        "destination": "nav",
+        "category": "browse",
+        "url_route": "reconciliation",
+    }]

@@ -1,0 +1,164 @@
+"""The bodies of a run's tasks (TaskFlow), each one call into `kafka_recon.orchestrate`. They
+import the orchestration lazily: parsing a DAG file stays free of I/O and of pyspark, pandas and
+great_expectations.
+
+What fails and what retries: a window with findings, or an inconclusive one, fails its run at
+once (`validate`, `verdict`: AirflowFailException, never retried: a retry would read the same
+answer); an error that may pass on a retry (a broker, database or SMTP server that cannot be
+reached) is retried with backoff.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import TriggerRule, task
+
+from kafka_recon.airflow.ownership import held_run, run_owner
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+@task
+def begin(flow: str, start: str, end: str) -> str:
+    """Hold the window's folder for this run and clear its previous outputs."""
+    from kafka_recon import orchestrate
+
+    run = orchestrate.load(flow, start, end)
+    orchestrate.begin(run, run_owner())
+    return str(run.out)
+
+
+@task
+def stage_tier(flow: str, tier: str, start: str, end: str) -> str:
+    from kafka_recon import orchestrate
+
+    orchestrate.stage_tier(held_run(flow, start, end), tier)
+    return tier
+
+
+@task(trigger_rule=TriggerRule.NONE_FAILED)
+def stage_topic(flow: str, start: str, end: str) -> str:
+    from kafka_recon import orchestrate
+
+    run = held_run(flow, start, end)
+    orchestrate.stage_topic(run)
+    return str(run.out)
+
+
+@task
+def validate(flow: str, start: str, end: str) -> bool:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_recon import orchestrate
+
+    summary = orchestrate.validate(held_run(flow, start, end))
+    if not summary["success"]:
+        failed = {k: v["failed"] for k, v in summary["suites"].items() if v["failed"]}
+        # the window's answer: a retry would validate the same counts
+        raise AirflowFailException(f"Great Expectations validation failed: {failed}")
+    return True
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def report(flow: str, start: str, end: str) -> dict[str, str]:
+    """The report of what the run concluded: a step that failed makes it inconclusive."""
+    from kafka_recon import orchestrate
+
+    return orchestrate.report(held_run(flow, start, end))
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def history(flow: str, start: str, end: str) -> dict[str, int]:
+    from kafka_recon import orchestrate
+
+    return orchestrate.record_history(held_run(flow, start, end))
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def notify(flow: str, start: str, end: str, email: str) -> str:
+    from airflow.exceptions import AirflowSkipException
+
+    from kafka_recon import orchestrate
+
+    if not _truthy(email):
+        raise AirflowSkipException("email was turned off for this run")
+    return orchestrate.notify(held_run(flow, start, end))
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def alert(flow: str, start: str, end: str) -> list[dict[str, Any]]:
+    """The flow's Slack and PagerDuty alerts: every one tried; the task fails after them when
+    one could not be sent (the mail and the verdict are tasks of their own)."""
+    from airflow.exceptions import AirflowSkipException
+
+    from kafka_recon import orchestrate
+
+    run = held_run(flow, start, end)
+    if not run.flow.alerts:
+        raise AirflowSkipException(f"flow '{flow}' has no alerts")
+    sent = orchestrate.alert(run)
+    failed = [f"{a['type']} ({a['conn']}): {a['error']}" for a in sent if a.get("error")]
+    if failed:
+        raise RuntimeError(f"{len(failed)} alert(s) not sent: {'; '.join(failed)}")
+    return sent
+
+
+# the alias the ad-hoc DAG reconciles under: its flow is known only when it runs
+RECONCILED_ALIAS = "kafka-recon-reconciled"
+
+
+def reconciled(flow: str) -> Any:
+    """The Airflow Asset a flow's window updates when it is reconciled `ok`: a downstream DAG
+    scheduled on it runs once the flow's data is known whole (`schedule=[reconciled(...)]`,
+    or `Asset("kafka-recon://<flow>")`)."""
+    from airflow.sdk import Asset
+
+    return Asset(f"kafka-recon://{flow}")
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def verdict(flow: str, start: str, end: str) -> str:
+    """Ends the run red when the flow is not ok, after owners have been told; an ok window
+    updates the flow's Asset (`reconciled`), with the window as the event's extra."""
+    from airflow.sdk import Asset, AssetAlias, get_current_context
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_recon import orchestrate
+
+    run = held_run(flow, start, end)
+    orchestrate.finish(run, run_owner())  # the run's last task: the folder is free again
+    result = orchestrate.conclude(run)
+    line = result.verdict()
+    if result.status != "ok":
+        # the window's answer, not an error a retry may clear (the reasons of an
+        # inconclusive run are in this line)
+        raise AirflowFailException(line)
+    context = get_current_context()
+    extra: dict[str, Any] = {"flow": flow, "window_start": result.window.start,
+                             "window_end": result.window.end}
+    for outlet in context["task"].outlets:
+        if isinstance(outlet, AssetAlias):
+            context["outlet_events"][outlet].add(reconciled(flow), extra=extra)
+        elif isinstance(outlet, Asset):
+            context["outlet_events"][outlet].extra = extra
+    return line
+
+
+def check_adhoc(flow: str, start: str, end: str) -> list[str]:
+    """The ad-hoc form's cross-field checks, in words a person fixes. Returns the tiers to
+    stage; the run begins once its window has closed."""
+    from datetime import UTC, datetime
+
+    from kafka_recon import orchestrate
+    from kafka_recon.errors import CannotRun, UsageError
+
+    try:
+        run = orchestrate.load(flow, start, end)
+    except CannotRun as exc:  # an unknown flow, an end not after the start
+        raise UsageError(f"trigger form: {exc}") from None
+    if run.window.start > datetime.now(UTC):
+        raise UsageError(f"trigger form: the window start {start} is in the future")
+    return orchestrate.staged_tiers(run.flow)

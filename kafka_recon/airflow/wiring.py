@@ -1,0 +1,85 @@
+"""One reconciliation run's tasks, wired inside the DAG being defined.
+
+The daily DAG (one per flow, window = data interval) and the ad-hoc DAG (flow and window from the
+trigger form) run the same steps (`kafka_recon.orchestrate`); they differ only in where flow,
+window and options come from, which are Jinja templates rendered when each task runs.
+
+    wait_for_closing >> begin >> stage__<tier> (one per SQL/Flume tier) >> stage_topic
+      >> replay_reconcile >> validate >> report (all done) >> [history, notify, alert] (all done)
+      >> verdict (all done)
+
+`wait_for_closing` defers (no worker slot is held) until the window's closing time: its end
+plus the flow's longest grace and disorder margin (`Flow.closing`). A window reconciled before
+then is rightly inconclusive: records may still arrive. Windows are runs of their own, never
+queued behind each other, so a mail that fails never holds back the next window's verdict.
+
+`begin` holds the window's run folder for this DAG run (a second run of the same window, daily
+or ad-hoc, is refused naming the first) and clears its previous outputs, so a run that fails
+half-way is reported as the inconclusive run it is (naming the step), never as the previous
+run's answer. Every later task checks that its run still holds the folder; `verdict` lets go.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kafka_recon.airflow.operators.spark_submit import spark_job
+from kafka_recon.airflow.run_args import RunArgs
+from kafka_recon.airflow.tasks import (
+    alert,
+    begin,
+    history,
+    notify,
+    reconciled,
+    report,
+    stage_tier,
+    stage_topic,
+    validate,
+    verdict,
+)
+from kafka_recon.config import Flow
+
+
+def runs_in_flight(flow: Flow) -> int:
+    """How many of a flow's windows may be running at once: every window still waiting for its
+    closing time, a few counting, and never fewer than Airflow's default of 16."""
+    return max(16, int(flow.closing / flow.window) + 4)
+
+
+def wait_for_closing(args: RunArgs) -> Any:
+    """Waits for the window's closing time in the triggerer: no worker slot is held meanwhile;
+    a window closed long ago passes at once."""
+    from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
+
+    return DateTimeSensorAsync(
+        task_id="wait_for_closing",
+        target_time=("{{ kafka_recon_closing_time(" + args.flow_expr + ", " + args.end_expr
+                     + ", " + json.dumps(args.config) + ") }}"))
+
+
+def wire_run(args: RunArgs, staged: Any, reconciles: Any) -> None:
+    """Everything after staging; `staged` is the task(s) that staged the upstream tiers;
+    `reconciles`, the Asset (or alias) an ok window updates."""
+    w = {"flow": args.flow, "start": args.start, "end": args.end}
+    topic = stage_topic(**w)
+    # steps 2 and 3 in one Spark application: the replay's records stay in memory for the
+    # reconcile (two spark-submits would pay a second Spark start and a Parquet round trip)
+    compared = spark_job("replay_reconcile", args)
+    reported = report(**w)
+    recorded = history(**w)
+    notified = notify(**w, email=args.email)
+    alerted = alert(**w)
+    staged >> topic >> compared >> validate(**w) >> reported
+    reported >> [recorded, notified, alerted] >> verdict.override(outlets=[reconciles])(**w)
+
+
+def daily_run(args: RunArgs, tiers: list[str]) -> None:
+    """The daily DAG's tasks: one staging task per tier, known when the DAG is parsed."""
+    begun = begin(args.flow, args.start, args.end)
+    wait_for_closing(args) >> begun
+    staged = [stage_tier.override(task_id=f"stage__{t}")(args.flow, t, args.start, args.end)
+              for t in tiers]
+    if staged:
+        begun >> staged
+    wire_run(args, staged or begun, reconciled(args.flow))
