@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from kafka_recon.settings import spark_jars
     from kafka_recon.sources.kafka_client import endpoint
     from kafka_recon.sources.topic import GROUP_PREFIX
-    from kafka_recon.spark.reconcile import read_sql_tier
+    from kafka_recon.spark.read import read_sql_tier
     from kafka_recon.spark.replay import (
         extract_records,
         read_ranges,

@@ -37,10 +37,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "poll100k": {"consts": {"kafka_recon.spark.replay.BULK_READ": {
         "kafka.max.partition.fetch.bytes": str(8 * MB), "kafka.fetch.max.bytes": str(64 * MB),
         "kafka.max.poll.records": "100000"}}},
-    "slices1": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 1}},
-    "slices4": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 4}},
-    "slices2": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 2}},
-    "slices8": {"consts": {"kafka_recon.spark.reconcile.JDBC_SLICES": 8}},
+    "slices1": {"consts": {"kafka_recon.spark.read.JDBC_SLICES": 1}},
+    "slices4": {"consts": {"kafka_recon.spark.read.JDBC_SLICES": 4}},
+    "slices2": {"consts": {"kafka_recon.spark.read.JDBC_SLICES": 2}},
+    "slices8": {"consts": {"kafka_recon.spark.read.JDBC_SLICES": 8}},
     "no_aqe": {"spark": {"spark.sql.adaptive.enabled": "false"}},
     # the JVM's compiler and collector (local mode: the driver runs every task); "base" has
     # kafka-recon's own (kafka_recon.settings.DEFAULT_JVM_OPTIONS), "" the JVM's defaults

@@ -23,11 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
 from kafka_recon.errors import CannotRun, SourceUnreadable, StepFailed, UsageError, one_line
 from kafka_recon.result.model import Result, inconclusive
+from kafka_recon.runfiles.audit import Audit
+from kafka_recon.runfiles.flight import Flight
+from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
+from kafka_recon.runfiles.replays import Replays
+from kafka_recon.runfiles.stage import Stage, StagedTier
 from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import config_path, keep_replays, run_stale_hours, runs_root
 from kafka_recon.window import Window
@@ -71,7 +76,7 @@ def write_inconclusive(run: Run, reason: str) -> Result:
     result = inconclusive(run.flow.name, run.window.as_json(), reason,
                           bucket_seconds=int(run.flow.bucket.total_seconds()),
                           grace_seconds=int(run.flow.grace.total_seconds()))
-    run.folder.write_json(run.folder.result, result.as_json())
+    run.folder.write(result)
     return result
 
 
@@ -124,7 +129,7 @@ def finish(run: Run, owner: str) -> None:
     run.folder.release(owner)
 
 
-def stage_tier(run: Run, tier_name: str) -> list[dict[str, Any]]:
+def stage_tier(run: Run, tier_name: str) -> StagedTier:
     """Step 1a, one upstream or sink tier: check it and count it into staged/<tier>.json."""
     from kafka_recon.sources.flume import stage_flume_tier
     from kafka_recon.sources.sql import stage_sql_tier
@@ -134,13 +139,14 @@ def stage_tier(run: Run, tier_name: str) -> list[dict[str, Any]]:
         raise UsageError(f"flow '{run.flow.name}' has no SQL or Flume tier '{tier_name}' "
                          f"(it has {staged_tiers(run.flow)})")
     with _guarded(run, "stage", f"stage {tier_name}"):
-        staged = [stage_sql_tier(tier, run.window, run.flow.bucket)] \
-            if isinstance(tier, SqlTier) else stage_flume_tier(run.flow, tier, run.window)
-        run.folder.write_json(run.folder.staged(tier_name), staged)
+        staged = StagedTier(points=[stage_sql_tier(tier, run.window, run.flow.bucket)]
+                            if isinstance(tier, SqlTier)
+                            else stage_flume_tier(run.flow, tier, run.window))
+        run.folder.write(staged, tier_name)
     return staged
 
 
-def stage_topic(run: Run) -> list[dict[str, Any]]:
+def stage_topic(run: Run) -> Stage:
     """Step 1b: check the topic and kafka-recon's rights on it, audit the cluster, and gather
     every tier's staging into stage.json (the order of the flow, whatever order the tier tasks
     finished in)."""
@@ -157,16 +163,15 @@ def stage_topic(run: Run) -> list[dict[str, Any]]:
         for more in run.flow.kafka_tiers[1:]:
             preflight.check(endpoint(more), more.topic, more.consumer_groups)
         audit = audit_flow(run.flow, run.config_dir, ep)
-        staged: list[dict[str, Any]] = []
-        for name in staged_tiers(run.flow):
-            staged += run.folder.read_json(run.folder.staged(name), f"stage {name}")
-        run.folder.write_json(run.folder.audit, audit)
-        run.folder.write_json(run.folder.flight, flight_over(run.flow, run.window))
-        run.folder.write_json(run.folder.stage, staged)
+        staged = Stage(points=[p for name in staged_tiers(run.flow) for p in
+                               run.folder.read(StagedTier, f"stage {name}", name).points])
+        run.folder.write(audit)
+        run.folder.write(flight_over(run.flow, run.window))
+        run.folder.write(staged)
     return staged
 
 
-def stage(run: Run) -> list[dict[str, Any]]:
+def stage(run: Run) -> Stage:
     """Step 1, every tier then the topic: what the command line runs in one go."""
     for name in staged_tiers(run.flow):
         stage_tier(run, name)
@@ -174,15 +179,17 @@ def stage(run: Run) -> list[dict[str, Any]]:
 
 
 def replay(run: Run, spark: SparkSession, replays: int | None = None,
-           keep_records: bool = True) -> tuple[dict[str, Any], dict[str, DataFrame]]:
+           keep_records: bool = True) -> tuple[Replays, dict[str, DataFrame]]:
     """Step 2 on a Spark session (in process, or the one spark-submit made): replays.json, and
     each topic's first-replay records, cached for the reconcile step of the same application
     (by tier name)."""
     from kafka_recon.spark import replay as replay_step
 
     with _guarded(run, "replay"):
-        out = replay_step.run(spark, run.flow, run.window, run.folder, replays, keep_records)
-    return out
+        replayed, records = replay_step.run(spark, run.flow, run.window, run.folder, replays,
+                                            keep_records)
+        run.folder.write(replayed)
+    return replayed, records
 
 
 def reconcile(run: Run, spark: SparkSession,
@@ -193,17 +200,16 @@ def reconcile(run: Run, spark: SparkSession,
     from kafka_recon.spark import reconcile as reconcile_step
 
     with _guarded(run, "reconcile"):
-        replays = run.folder.read_json(run.folder.replays, "replay")
-        staged = run.folder.read_json(run.folder.stage, "stage")
-        aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder, topic_records)
-        audit = run.folder.read_json(run.folder.audit, "stage") \
-            if run.folder.audit.exists() else []
-        flight = run.folder.read_json(run.folder.flight, "stage") \
-            if run.folder.flight.exists() else None
+        replays = run.folder.read(Replays, "replay")
+        staged = run.folder.read(Stage, "stage")
+        aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder, staged,
+                                        replays, topic_records)
+        run.folder.write(aggregates)
         result = build_result(run.flow, run.window, aggregates, replays,
-                              stage_reasons=[r for t in staged for r in t.get("reasons", [])],
-                              out=str(run.out), audit=audit, flight=flight)
-        run.folder.write_json(run.folder.result, result.as_json())
+                              stage_reasons=staged.reasons, out=str(run.out),
+                              audit=run.folder.read_if(Audit),
+                              flight=run.folder.read_if(Flight))
+        run.folder.write(result)
     return result
 
 
@@ -240,7 +246,7 @@ def conclude(run: Run) -> Result:
     return write_inconclusive(run, f"the '{step}' step did not finish: {detail}")
 
 
-def validate(run: Run) -> dict[str, Any]:
+def validate(run: Run) -> Validation:
     """Step 4: the Great Expectations suites; a flow with no upstream count also gets the volume
     band learned from the history."""
     from kafka_recon.outputs.validate import validate_result
@@ -253,33 +259,27 @@ def validate(run: Run) -> dict[str, Any]:
         volume = history.volume_band(run.flow, run.flow.topic_tier.name, run.window.start,
                                      run.window.end)
     hop_tolerance = {h.name: run.flow.tolerance_into(h.to) for h in result.hops}
-    return validate_result(result, run.out, run.flow.tolerance, volume, hop_tolerance)
+    validation = validate_result(result, run.folder, run.flow.tolerance, volume,
+                                 hop_tolerance)
+    run.folder.write(validation)
+    return validation
 
 
 def report(run: Run) -> dict[str, str]:
     """Step 5: the report of whatever the run concluded."""
-    import json
-
     from kafka_recon.outputs.report import render_report
 
-    result = conclude(run)
-    validation = json.loads(run.folder.validation.read_text()) \
-        if run.folder.validation.exists() else None
-    return render_report(result, run.out, validation)
+    return render_report(conclude(run), run.folder, run.folder.read_if(Validation))
 
 
 def record_history(run: Run) -> dict[str, int]:
     """Step 6: the run's per-hop, per-bucket rows into the history; a re-run replaces them."""
-    import json
-
     from kafka_recon.outputs import history
 
     result = conclude(run)
-    docs = json.loads(run.folder.validation.read_text()).get("data_docs") \
-        if run.folder.validation.exists() else None
     report_path = run.folder.report
     return history.record(result, str(run.out),
-                          str(report_path) if report_path.exists() else None, docs)
+                          str(report_path) if report_path.exists() else None, data_docs(run))
 
 
 def notify(run: Run, smtp_conn_id: str = "smtp_default") -> str:
@@ -287,30 +287,33 @@ def notify(run: Run, smtp_conn_id: str = "smtp_default") -> str:
     from kafka_recon.outputs.notify import send_report
 
     result = conclude(run)
-    for name in ("mail.html", "report.txt"):
-        if not (run.out / name).exists():
+    for key in ("mail_html", "report_txt"):
+        if not run.folder.file(key).exists():
             raise StepFailed("notify", FileNotFoundError(
-                f"{run.out / name} is missing: the 'report' step has not run"))
-    send_report(result, run.out, run.flow.owners, smtp_conn_id)
+                f"{run.folder.file(key)} is missing: the 'report' step has not run"))
+    send_report(result, run.folder, run.flow.owners, smtp_conn_id)
     return result.subject()
 
 
-def alert(run: Run) -> list[dict[str, Any]]:
+def alert(run: Run) -> Alerts:
     """Step 7 beside the mail: the flow's Slack and PagerDuty alerts due for this window
     (kafka_recon.outputs.alerts), each tried; what each did is kept in alerts.json."""
-    import json
-
     from kafka_recon.outputs import history
     from kafka_recon.outputs.alerts import send_alerts
     from kafka_recon.outputs.report import links
 
     result = conclude(run)
-    docs = json.loads(run.folder.validation.read_text()).get("data_docs") \
-        if run.folder.validation.exists() else None
     previous = history.previous_status(run.flow.name, result.window.start)
-    sent = send_alerts(run.flow, result, previous, links(result, run.out, docs))
-    run.folder.write_json(run.folder.alerts, sent)
+    sent = Alerts(alerts=send_alerts(run.flow, result, previous,
+                                     links(result, run.folder, data_docs(run))))
+    run.folder.write(sent)
     return sent
+
+
+def data_docs(run: Run) -> str | None:
+    """Where the run's Data Docs are, when it was validated."""
+    validation = run.folder.read_if(Validation)
+    return validation.data_docs if validation else None
 
 
 # ------------------------------------------------------------------ running them
@@ -353,10 +356,9 @@ class Stopwatch:
         """The Spark steps are over (their session may stop): later laps count no jobs."""
         self._spark = None
 
-    def as_json(self) -> dict[str, Any]:
-        if not self._counted:
-            return dict(self.laps)
-        return {**self.laps, "spark_jobs": {**self.jobs, "total": sum(self.jobs.values())}}
+    def timings(self) -> Timings:
+        return Timings(laps=dict(self.laps), spark_jobs={
+            **self.jobs, "total": sum(self.jobs.values())} if self._counted else None)
 
 
 def execute(run: Run, spark: SparkSession | Callable[[], SparkSession],
@@ -399,15 +401,17 @@ def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays
     if with_report:
         report(run)
         clock.lap("report")
-    run.folder.write_json(run.folder.timings, clock.as_json())
+    run.folder.write(clock.timings())
     return result
 
 
 def spark_step(step: str, run: Run, replays: int | None = None, owner: str | None = None,
-               remote: str | None = None) -> dict[str, Any]:
+               remote: str | None = None) -> str:
     """One Spark step under spark-submit (`spark_jobs/*.py`): the session spark-submit
     configured (or, with `remote`, a Spark Connect server's), the step, a one-line summary
     for the task's log."""
+    import json
+
     from kafka_recon.spark.session import session
 
     if owner:
@@ -416,17 +420,17 @@ def spark_step(step: str, run: Run, replays: int | None = None, owner: str | Non
     try:
         if step == "replay":
             out, _ = replay(run, spark, replays)
-            return {"replays": [(t["tier"], r["group"], r["count"]) for t in out["topics"]
-                                for r in t["replays"]]}
+            return json.dumps({"replays": [(t.tier, r.group, r.count) for t in out.topics
+                                           for r in t.replays]})
         if step == "reconcile":
             result = reconcile(run, spark)
         elif step == "replay_reconcile":
             clock = Stopwatch()
             result = replay_and_reconcile(run, spark, replays, keep_replays(), clock)
-            run.folder.write_json(run.folder.timings, clock.as_json())
+            run.folder.write(clock.timings())
         else:
             raise UsageError(f"no Spark step '{step}' (replay, reconcile, replay_reconcile)")
-        return {"status": result.status,
-                "findings": [(f.kind, f.hop, f.count) for f in result.findings]}
+        return json.dumps({"status": result.status,
+                           "findings": [(f.kind, f.hop, f.count) for f in result.findings]})
     finally:
         spark.stop()

@@ -1,9 +1,12 @@
 """The run folder: one per flow and window, `<runs root>/<flow>/<start>_<end>/`.
 
-This module is the one place that knows the name of every file a run writes, which step writes
-it, and which of them may be served to a browser. Steps read what earlier steps wrote and
-replace their own output, so re-running a window is idempotent; `clear` removes a step's outputs
-before it runs, so a failed re-run never leaves an older run's answer behind.
+This module is the one place that knows the name of every file a run writes (`FILES`), which
+step writes it, and which of them may be served to a browser. Each JSON file has one model with
+a `schema_version` (kafka_recon.runfiles, and the result's kafka_recon.result.model), written
+whole by `write` and read back by `read`, which refuses, in one line, a file it cannot read.
+Steps read what earlier steps wrote and replace their own output, so re-running a window is
+idempotent; `clear` removes a step's outputs before it runs, so a failed re-run never leaves an
+older run's answer behind.
 
 The journal (`steps.json`) records when each step started and finished: a run that stopped
 half-way is concluded `inconclusive`, naming the step that did not finish.
@@ -18,7 +21,6 @@ on the folder for its whole life.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import socket
@@ -27,28 +29,55 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TypeVar
 
-from kafka_recon.errors import RunInProgress, StepFailed
+from kafka_recon.errors import ResultError, RunInProgress, StepFailed
+from kafka_recon.runfiles.base import RunFile
+from kafka_recon.runfiles.journal import Journal, Owner, StepEntry
 from kafka_recon.window import Window, iso_z
 
-# the steps of a run, in order, and what each writes (files and folders, relative)
+# every file and folder a run writes, by the key its model (`RunFile.FILE`) or its writer
+# names it with: the one place that spells them
+FILES: dict[str, str] = {
+    "staged": "staged",              # staged/<tier>.json
+    "stage": "stage.json",
+    "audit": "audit.json",
+    "flight": "flight.json",
+    "timings": "timings.json",
+    "replays": "replays.json",
+    "replay_records": "replays",     # replays/<tier>/r<n>/ (Parquet)
+    "aggregates": "reconcile.json",
+    "result": "result.json",
+    "validation": "validation.json",
+    "gx": "gx",                      # the suites' run context and Data Docs
+    "report_html": "report.html",
+    "report_txt": "report.txt",
+    "mail_html": "mail.html",
+    "chart": "chart.png",
+    "alerts": "alerts.json",
+    "journal": "steps.json",
+    "owner": ".owner.json",
+}
+# the id files, one folder per kind
+ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable")
+
+# the steps of a run, in order, and what each writes
 STEPS: dict[str, tuple[str, ...]] = {
     # the run's timings start with it: a failed re-run never shows the last run's
-    "stage": ("staged", "stage.json", "audit.json", "flight.json", "timings.json"),
-    "replay": ("replays", "replays.json"),
-    "reconcile": ("reconcile.json", "result.json", "missing", "unexpected", "duplicate",
-                  "filtered", "late", "unidentifiable"),
-    "validate": ("validation.json", "gx"),
-    "report": ("report.html", "report.txt", "mail.html", "chart.png"),
-    "alert": ("alerts.json",),
+    "stage": tuple(FILES[k] for k in ("staged", "stage", "audit", "flight", "timings")),
+    "replay": tuple(FILES[k] for k in ("replay_records", "replays")),
+    "reconcile": (FILES["aggregates"], FILES["result"], *ID_KINDS),
+    "validate": (FILES["validation"], FILES["gx"]),
+    "report": tuple(FILES[k] for k in ("report_html", "report_txt", "mail_html", "chart")),
+    "alert": (FILES["alerts"],),
 }
 ANALYSIS_STEPS = ("stage", "replay", "reconcile")  # without these there is no result
 
 # what a browser may be given from a run folder: the report, the id files, the Data Docs
-SERVED_FILES = ("report.html", "report.txt", "chart.png")
-SERVED_FOLDERS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable",
-                  "gx/uncommitted/data_docs")
+SERVED_FILES = (FILES["report_html"], FILES["report_txt"], FILES["chart"])
+SERVED_FOLDERS = (*ID_KINDS, f"{FILES['gx']}/uncommitted/data_docs")
+
+F = TypeVar("F", bound=RunFile)
 
 
 def window_folder_name(window: Window) -> str:
@@ -56,11 +85,11 @@ def window_folder_name(window: Window) -> str:
     return "_".join(window.as_json().values()).replace(":", "")
 
 
-def write_json(path: Path, payload: Any) -> None:
+def write_text(path: Path, text: str) -> None:
     """Whole or not at all: a reader never sees half a file, a re-run replaces it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.write_text(text)
     tmp.replace(path)
 
 
@@ -73,72 +102,63 @@ class RunFolder:
         return cls(root / flow / window_folder_name(window))
 
     # ------------------------------------------------------------------ the files
+    def file(self, key: str) -> Path:
+        """A file (or folder) of the run by its key in FILES."""
+        return self.path / FILES[key]
+
     @property
     def result(self) -> Path:
-        return self.path / "result.json"
-
-    @property
-    def stage(self) -> Path:
-        return self.path / "stage.json"
-
-    @property
-    def audit(self) -> Path:
-        return self.path / "audit.json"
-
-    @property
-    def flight(self) -> Path:
-        """What the flight recorder saw of the topic over the window (the causes' evidence)."""
-        return self.path / "flight.json"
-
-    @property
-    def replays(self) -> Path:
-        return self.path / "replays.json"
-
-    @property
-    def aggregates(self) -> Path:
-        return self.path / "reconcile.json"
+        return self.file("result")
 
     @property
     def validation(self) -> Path:
-        return self.path / "validation.json"
+        return self.file("validation")
 
     @property
     def report(self) -> Path:
-        return self.path / "report.html"
-
-    @property
-    def journal(self) -> Path:
-        return self.path / "steps.json"
+        return self.file("report_html")
 
     @property
     def timings(self) -> Path:
-        return self.path / "timings.json"
+        return self.file("timings")
 
     @property
-    def alerts(self) -> Path:
-        """What each Slack or PagerDuty alert of the window did."""
-        return self.path / "alerts.json"
+    def gx(self) -> Path:
+        return self.file("gx")
 
     def staged(self, tier: str) -> Path:
-        return self.path / "staged" / f"{tier}.json"
+        return self.file("staged") / f"{tier}.json"
 
     def replay_dir(self, n: int, tier: str) -> Path:
-        return self.path / "replays" / tier / f"r{n}"
+        return self.file("replay_records") / tier / f"r{n}"
 
     def ids_file(self, kind: str, name: str) -> Path:
-        """An id file: kind is missing, unexpected, duplicate, late or unidentifiable."""
+        """An id file: kind is one of ID_KINDS."""
+        assert kind in ID_KINDS, kind
         return self.path / kind / f"{name}.csv"
 
     # ------------------------------------------------------------------ reading and writing
-    def write_json(self, path: Path, payload: Any) -> None:
-        write_json(path, payload)
+    def _where(self, model: type[RunFile], tier: str | None) -> Path:
+        return self.staged(tier or "") if model.FILE == "staged" else self.file(model.FILE)
 
-    def read_json(self, path: Path, step: str) -> Any:
+    def write(self, doc: RunFile, tier: str | None = None) -> Path:
+        """A run file, whole (`tier`: which staged/<tier>.json)."""
+        path = self._where(type(doc), tier)
+        write_text(path, doc.dumps())
+        return path
+
+    def read(self, model: type[F], step: str, tier: str | None = None) -> F:
         """A step's output; a missing one names the step that should have written it."""
+        path = self._where(model, tier)
         if not path.exists():
             raise StepFailed(step, FileNotFoundError(
                 f"{path} is missing: the '{step}' step has not run for this window"))
-        return json.loads(path.read_text())
+        return model.load(path)
+
+    def read_if(self, model: type[F], tier: str | None = None) -> F | None:
+        """A run file when it was written, else None (an optional step's output)."""
+        path = self._where(model, tier)
+        return model.load(path) if path.exists() else None
 
     def clear(self, *steps: str) -> None:
         """Remove every output of these steps (and their journal entries) before they run."""
@@ -152,14 +172,15 @@ class RunFolder:
         with self._guard():
             journal = self.steps()
             if journal:
-                self.write_json(self.journal, {k: v for k, v in journal.items()
-                                               if k.split(" ")[0] not in steps})
+                self.write(Journal(steps={k: v for k, v in journal.items()
+                                          if k.split(" ")[0] not in steps}))
 
     # ------------------------------------------------------------------ the journal
-    def steps(self) -> dict[str, dict[str, str]]:
+    def steps(self) -> dict[str, StepEntry]:
+        """The journal's entries; an unreadable journal reads as none (never half a run)."""
         try:
-            return dict(json.loads(self.journal.read_text()))
-        except (OSError, ValueError):
+            return Journal.load(self.file("journal")).steps
+        except ResultError:
             return {}
 
     @contextmanager
@@ -175,11 +196,9 @@ class RunFolder:
         """state: started, done or failed."""
         with self._guard():
             journal = self.steps()
-            entry = {"state": state, "at": iso_z(datetime.now(UTC))}
-            if detail:
-                entry["detail"] = detail
-            journal[step] = entry
-            self.write_json(self.journal, journal)
+            journal[step] = StepEntry.model_validate(
+                {"state": state, "at": iso_z(datetime.now(UTC)), "detail": detail})
+            self.write(Journal(steps=journal))
 
     def unfinished(self) -> tuple[str, str | None] | None:
         """The first analysis step that did not finish, and what its journal says of it.
@@ -191,12 +210,13 @@ class RunFolder:
         for step in ANALYSIS_STEPS:
             parts = {k: v for k, v in journal.items() if k == step or k.startswith(step + " ")}
             for name, entry in parts.items():
-                if entry.get("state") == "failed":
-                    return name, entry.get("detail")
+                if entry.state == "failed":
+                    return name, entry.detail
             for name, entry in parts.items():
-                if entry.get("state") == "started":
+                if entry.state == "started":
                     return name, "it started but never finished (killed, or its process died)"
-            if journal.get(step, {}).get("state") != "done":
+            whole = journal.get(step)
+            if whole is None or whole.state != "done":
                 return step, ("it never began (its task failed before the step started, or an "
                               "earlier task failed; see the task logs)")
         return None
@@ -204,28 +224,27 @@ class RunFolder:
     # ------------------------------------------------------------------ one run at a time
     @property
     def owner_file(self) -> Path:
-        return self.path / ".owner.json"
+        return self.file("owner")
 
-    def owner(self) -> dict[str, Any] | None:
+    def owner(self) -> Owner | None:
         try:
-            return dict(json.loads(self.owner_file.read_text()))
-        except (OSError, ValueError):
+            return Owner.load(self.owner_file) if self.owner_file.exists() else None
+        except ResultError:
             return None
 
-    def _holds(self, current: dict[str, Any], stale: timedelta) -> bool:
+    def _holds(self, current: Owner, stale: timedelta) -> bool:
         """Whether the run named in the owner file still holds the folder."""
-        if current.get("released"):
+        if current.released:
             return False
-        if current.get("host") == socket.gethostname() and current.get("pid"):
+        if current.host == socket.gethostname() and current.pid:
             try:
-                os.kill(int(current["pid"]), 0)
+                os.kill(current.pid, 0)
             except ProcessLookupError:
                 return False  # a command line run that died
             except PermissionError:
                 pass
         # the last sign of life: its claim, or its newest journal entry (ISO text sorts as time)
-        latest = max([e.get("at", "") for e in self.steps().values()]
-                     + [current.get("since", "")])
+        latest = max([e.at for e in self.steps().values()] + [current.since])
         if not latest:
             return True
         heard = datetime.strptime(latest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
@@ -235,30 +254,29 @@ class RunFolder:
         """Hold the folder for the run `owner`, or refuse naming the run that holds it."""
         with self._guard():
             current = self.owner()
-            if current and current.get("owner") != owner and self._holds(current, stale):
+            if current and current.owner != owner and self._holds(current, stale):
                 raise self._refusal(current)
-            self.write_json(self.owner_file, {
-                "owner": owner, "since": iso_z(datetime.now(UTC)), "host": socket.gethostname(),
-                "pid": pid})
+            self.write(Owner(owner=owner, since=iso_z(datetime.now(UTC)),
+                             host=socket.gethostname(), pid=pid))
 
-    def _refusal(self, held: dict[str, Any]) -> RunInProgress:
+    def _refusal(self, held: Owner | None) -> RunInProgress:
+        who, since = (held.owner, held.since) if held else ("a command line run", "?")
         return RunInProgress(
-            f"{self.path}: another run of this window is under way "
-            f"({held.get('owner', 'a command line run')}, since {held.get('since', '?')}): "
+            f"{self.path}: another run of this window is under way ({who}, since {since}): "
             "wait for it to finish, then run again")
 
     def check_owner(self, owner: str) -> None:
         """A step of run `owner` goes on only while that run holds the folder."""
         current = self.owner()
-        if current and current.get("owner") != owner:
-            raise RunInProgress(f"{self.path}: another run of this window ({current['owner']}) "
+        if current and current.owner != owner:
+            raise RunInProgress(f"{self.path}: another run of this window ({current.owner}) "
                                 f"began after this one ({owner}); this run stops here")
 
     def release(self, owner: str) -> None:
         with self._guard():
             current = self.owner()
-            if current and current.get("owner") == owner:
-                self.write_json(self.owner_file, {**current, "released": True})
+            if current and current.owner == owner:
+                self.write(current.model_copy(update={"released": True}))
 
     @contextmanager
     def exclusive(self, owner: str, stale: timedelta) -> Iterator[None]:
@@ -270,7 +288,7 @@ class RunFolder:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise self._refusal(self.owner() or {}) from None
+                raise self._refusal(self.owner()) from None
             self.claim(owner, stale, pid=os.getpid())
             try:
                 yield

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from argparse import ArgumentParser
 from pathlib import Path
@@ -30,5 +29,5 @@ def main(step: str, description: str, argv: list[str] | None = None) -> int:
     except ReconError as exc:  # already journalled, and the result says so
         print(f"kafka-recon {step}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    print(json.dumps(summary))
+    print(summary)
     return 0

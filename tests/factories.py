@@ -13,6 +13,9 @@ from typing import Any
 
 from kafka_recon.config import Flow, load_flow
 from kafka_recon.result.model import Bucket, Finding, Hop, Replay, Result, Tier, decide_status
+from kafka_recon.runfiles.aggregates import Aggregates
+from kafka_recon.runfiles.flight import Flight
+from kafka_recon.runfiles.replays import Replays
 
 FLOWS = Path(__file__).parent / "data" / "flows.yaml"  # tests' own flows, never config/
 DAY = datetime(2026, 11, 20, tzinfo=UTC)
@@ -70,3 +73,30 @@ def result(flow: str = "orders", start: datetime = DAY, days: int = 1, *,
         "tiers": tiers or [], "hops": hops or [], "replays": replays or [],
         "replays_consistent": kw.pop("replays_consistent", True),
         "findings": findings, "reasons": reasons, **kw})
+
+
+def aggregates(data: dict[str, Any]) -> Aggregates:
+    """reconcile.json from a test's crafted dict: a tier needs only its name and counts, a
+    hop its counts (an id tier, a SQL tier, unless said)."""
+    return Aggregates.model_validate({
+        **data, "tiers": [{"type": "sql", "exact": True, **t} for t in data.get("tiers", [])]})
+
+
+def replays(data: dict[str, Any]) -> Replays:
+    """replays.json from a test's crafted dict: a topic needs only its tier and replays."""
+    return Replays.model_validate({"topics": [
+        {"offsets": [], "read_offsets": [], "disorder_seconds": 0, "estimate": 0,
+         "committed": {}, "grace_seconds": 0, **t,
+         "replays": [{"read": r["count"], "distinct": r["count"], "unidentifiable": 0,
+                      "out_of_order": 0, **r} for r in t.get("replays", [])]}
+        for t in data["topics"]]})
+
+
+def build_from_json(flow: Flow, window: Any, aggregated: dict[str, Any],
+                    replayed: dict[str, Any], **kw: Any) -> Result:
+    """build_result on a test's crafted reconcile.json and replays.json (and flight.json)."""
+    from kafka_recon.result.build import build_result
+
+    if isinstance(kw.get("flight"), dict):
+        kw["flight"] = Flight.model_validate(kw["flight"])
+    return build_result(flow, window, aggregates(aggregated), replays(replayed), **kw)

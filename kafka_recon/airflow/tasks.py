@@ -55,8 +55,9 @@ def validate(flow: str, start: str, end: str) -> bool:
     from kafka_recon import orchestrate
 
     summary = orchestrate.validate(held_run(flow, start, end))
-    if not summary["success"]:
-        failed = {k: v["failed"] for k, v in summary["suites"].items() if v["failed"]}
+    if not summary.success:
+        failed = {k: [f.expectation for f in v.failed] for k, v in summary.suites.items()
+                  if v.failed}
         # the window's answer: a retry would validate the same counts
         raise AirflowFailException(f"Great Expectations validation failed: {failed}")
     return True
@@ -100,10 +101,9 @@ def alert(flow: str, start: str, end: str) -> list[dict[str, Any]]:
     if not run.flow.alerts:
         raise AirflowSkipException(f"flow '{flow}' has no alerts")
     sent = orchestrate.alert(run)
-    failed = [f"{a['type']} ({a['conn']}): {a['error']}" for a in sent if a.get("error")]
-    if failed:
-        raise RuntimeError(f"{len(failed)} alert(s) not sent: {'; '.join(failed)}")
-    return sent
+    if sent.failed:
+        raise RuntimeError(f"{len(sent.failed)} alert(s) not sent: {'; '.join(sent.failed)}")
+    return [a.as_json() for a in sent.alerts]  # the task's XCom: JSON
 
 
 # the alias the ad-hoc DAG reconciles under: its flow is known only when it runs

@@ -18,6 +18,7 @@ from typing import Any
 
 from kafka_recon.config import ClientProps, Flow, KafkaTier
 from kafka_recon.errors import ConfigError
+from kafka_recon.runfiles.audit import Audit, Risk
 from kafka_recon.sources.kafka_client import KafkaEndpoint, endpoint
 from kafka_recon.sources.properties import read_properties
 from kafka_recon.sources.topic import GROUP_PREFIX, NO_COMMIT, TopicError
@@ -283,20 +284,20 @@ RULES.append(Rule(
 BLOCKING = {"H2-below-min-isr", "H3-no-leader"}
 
 
-def evaluate(facts: Facts, rules: list[Rule] | None = None) -> list[dict[str, Any]]:
-    """Every rule over the facts: findings ordered by severity, each with its fix."""
-    findings = []
+def evaluate(facts: Facts, rules: list[Rule] | None = None) -> list[Risk]:
+    """Every rule over the facts: risks ordered by severity, each with its fix."""
+    findings: list[Risk] = []
     for rule in rules if rules is not None else RULES:
         if rule.reads_topic_config and facts.topic_config is None:
             continue  # the A1 row says what was skipped
         for hit in rule.check(facts):
-            findings.append({
+            findings.append(Risk.model_validate({
                 "kind": rule.kind, "rule": rule.id, "side": rule.side, "severity": rule.severity,
                 "seed": rule.seed, "topic": facts.topic, "where": hit.where,
                 "observed": hit.observed, "recommended": hit.recommended,
                 "why": rule.why, "fix": rule.fix, "blocking": rule.id in BLOCKING,
-            })
-    return sorted(findings, key=lambda f: (SEVERITY_ORDER[f["severity"]], f["rule"]))
+            }))
+    return sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.rule))
 
 
 # ------------------------------------------------------------------ facts from the cluster
@@ -423,18 +424,17 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
                  client_settings(tier.consumer, tier.consumer_properties, base), skipped)
 
 
-def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None
-               ) -> list[dict[str, Any]]:
+def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None) -> Audit:
     """Every topic's audit (`ep`: the first topic's endpoint, when the caller has one), each
-    finding tagged with its topic tier; a mirror's settings when its properties are given."""
-    out: list[dict[str, Any]] = []
+    risk tagged with its topic tier; a mirror's settings when its properties are given."""
+    out: list[Risk] = []
     for tier in flow.kafka_tiers:
         found = evaluate(gather_facts(tier, config_dir,
                                       ep=ep if tier is flow.topic_tier else None))
         if tier.mirror_properties:
             found += audit_mirror(tier, config_dir)
-        out += [{**f, "tier": tier.name} for f in found]
-    return sorted(out, key=lambda f: SEVERITY_ORDER[f["severity"]])
+        out += [f.model_copy(update={"tier": tier.name}) for f in found]
+    return Audit(risks=sorted(out, key=lambda f: SEVERITY_ORDER[f.severity]))
 
 
 # ------------------------------------------------------------------ a mirror's settings
@@ -491,15 +491,14 @@ def _mirror_rules(props: dict[str, str], source: str, target: str
     return hits
 
 
-def audit_mirror(tier: KafkaTier, config_dir: Path) -> list[dict[str, Any]]:
+def audit_mirror(tier: KafkaTier, config_dir: Path) -> list[Risk]:
     """The audit of a mirror's own settings (its mm2.properties), on the replication hop into
     `tier` (`kafka_recon.cluster.mirror.replication` finds which replication it is)."""
     from kafka_recon.cluster.mirror import replication
 
     props, source, target = replication(tier, config_dir)
     where = f"{Path(tier.mirror_properties or '').name} ({source}->{target})"
-    return [{"kind": "config_risk", "rule": rule, "side": "replication", "severity": sev,
-             "seed": "000,004", "topic": tier.topic, "where": where,
-             "observed": observed, "recommended": recommended, "why": why, "fix": fix,
-             "blocking": False}
+    return [Risk(kind="config_risk", rule=rule, side="replication", severity=sev,
+                 seed="000,004", topic=tier.topic, where=where, observed=observed,
+                 recommended=recommended, why=why, fix=fix, blocking=False)
             for rule, sev, observed, recommended, why, fix in _mirror_rules(props, source, target)]

@@ -17,27 +17,28 @@ from kafka_recon.cluster import recorder
 from kafka_recon.cluster.mirror import mirror_commits
 from kafka_recon.config import Flow
 from kafka_recon.errors import ReconError, one_line
+from kafka_recon.runfiles.flight import Flight, Timeline
 from kafka_recon.settings import snapshot_retention_days, snapshots_path
 from kafka_recon.sources import flume
 from kafka_recon.sources.kafka_client import endpoint
 from kafka_recon.window import Window
 
 
-def flight_over(flow: Flow, window: Window) -> dict[str, Any]:
+def flight_over(flow: Flow, window: Window) -> Flight:
     """What the flight recorder kept of each of the flow's topics around the window, by tier
-    name (`{"topics": {tier: timeline}}`; read-only: a topic nobody snapshotted gets an empty
-    timeline, and its causes say the evidence was missing)."""
+    name (read-only: a topic nobody snapshotted gets an empty timeline, and its causes say the
+    evidence was missing)."""
     path = snapshots_path()
     tiers = flow.kafka_tiers
     if not path.exists():
-        return {"topics": {t.name: recorder.Timeline().as_json() for t in tiers}}
+        return Flight(topics={t.name: Timeline() for t in tiers})
     con = recorder.connect(path)
     try:
         # each topic over its own window: its grace may be longer than the flow's
-        return {"topics": {t.name: recorder.timeline(
+        return Flight(topics={t.name: Timeline.model_validate(recorder.timeline(
             con, flow.name, recorder.key_of(flow, t), window.start,
-            replace(window, grace=flow.grace_of(t)).closes_at).as_json()
-            for t in tiers}}
+            replace(window, grace=flow.grace_of(t)).closes_at).as_json())
+            for t in tiers})
     finally:
         con.close()
 

@@ -115,14 +115,14 @@ def _audit(a: argparse.Namespace) -> int:
     high = 0
     print(f"{'flow':<16} {'severity':<8} {'rule':<22} {'where':<14} observed -> recommended")
     for flow in flows.values():
-        found = audit_flow(flow, a.config.parent)
+        found = audit_flow(flow, a.config.parent).risks
         for f in found:
-            print(f"{flow.name:<16} {f['severity']:<8} {f['rule']:<22} {f['where']:<14} "
-                  f"{f['observed']} -> {f['recommended']}")
-            print(f"{'':<16} fix: {f['fix']} (seed {f['seed']})")
+            print(f"{flow.name:<16} {f.severity:<8} {f.rule:<22} {f.where:<14} "
+                  f"{f.observed} -> {f.recommended}")
+            print(f"{'':<16} fix: {f.fix} (seed {f.seed})")
         if not found:
             print(f"{flow.name:<16} no risk found on topic '{flow.topic_tier.topic}'")
-        high += sum(f["severity"] == "high" for f in found)
+        high += sum(f.severity == "high" for f in found)
     return EXIT_FINDINGS if high else EXIT_OK
 
 

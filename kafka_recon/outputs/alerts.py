@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kafka_recon.config import Alert, Flow
-    from kafka_recon.result.model import Finding, Result
+    from kafka_recon.runfiles.outcomes import AlertOutcome
+from kafka_recon.result.model import Finding, Result
 
 
 def event_of(result: Result, previous: str | None) -> str | None:
@@ -98,20 +99,20 @@ def notifier(alert: Alert, flow: Flow, msg: Message) -> Any:
 
 
 def send_alerts(flow: Flow, result: Result, previous: str | None,
-                links: dict[str, str] | None) -> list[dict[str, Any]]:
+                links: dict[str, str] | None) -> list[AlertOutcome]:
     """Send every alert of the flow due for this window; what each did, in config order."""
     event = event_of(result, previous)
-    out: list[dict[str, Any]] = []
+    out: list[AlertOutcome] = []
     for alert in flow.alerts:
-        row: dict[str, Any] = {"type": alert.type, "conn": alert.conn, "event": event}
+        row = AlertOutcome(type=alert.type, conn=alert.conn, event=event, sent=False)
         if event is None or event not in alert.when:
-            out.append({**row, "sent": False, "why": "not due"})
+            out.append(row.model_copy(update={"why": "not due"}))
             continue
         try:
             # `notify`, not the call: the text is ours, never a template to render
             notifier(alert, flow, message(result, event, links)).notify({})
-            out.append({**row, "sent": True})
+            out.append(row.model_copy(update={"sent": True}))
         except Exception as exc:  # one failed notifier never stops the others
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            out.append({**row, "sent": False, "error": f"{type(exc).__name__}: {first}"})
+            out.append(row.model_copy(update={"error": f"{type(exc).__name__}: {first}"}))
     return out

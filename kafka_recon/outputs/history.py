@@ -31,6 +31,7 @@ from sqlalchemy import (
 
 from kafka_recon.config import Flow
 from kafka_recon.result.model import Result
+from kafka_recon.runfiles.outcomes import Volume
 from kafka_recon.settings import history_conn, runs_root
 from kafka_recon.window import iso_z, parse_instant
 
@@ -200,7 +201,7 @@ def tier_volume(flow: str, tier: str, start: datetime, end: datetime,
 
 
 def volume_band(flow: Flow, tier: str, start: datetime, end: datetime,
-                eng: Engine | None = None) -> dict[str, Any]:
+                eng: Engine | None = None) -> Volume:
     """The band the window's volume should fall in, learned from the same weekday's windows.
 
     Seed 004's "fewer records after the exam than before it": with no upstream count, a drop
@@ -215,13 +216,13 @@ def volume_band(flow: Flow, tier: str, start: datetime, end: datetime,
         if n is not None:
             history.append(n)
     if len(history) < flow.volume.min_history:
-        return {"tier": tier, "history": history, "min": None, "max": None,
-                "note": f"volume band not checked: {len(history)} of the "
-                        f"{flow.volume.min_history} same-weekday windows it needs are recorded"}
+        return Volume(tier=tier, history=history,
+                      note=f"volume band not checked: {len(history)} of the "
+                           f"{flow.volume.min_history} same-weekday windows it needs are "
+                           "recorded")
     mid = statistics.median(history)
-    return {"tier": tier, "history": history, "median": mid,
-            "min": int(mid * (1 - flow.volume.band)), "max": int(mid * (1 + flow.volume.band)),
-            "note": None}
+    return Volume(tier=tier, history=history, median=mid,
+                  min=int(mid * (1 - flow.volume.band)), max=int(mid * (1 + flow.volume.band)))
 
 
 def _newest_windows() -> Subquery:

@@ -24,11 +24,14 @@ The window length and closing come from the flow config, so one staleness rule s
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kafka_recon.errors import ResultError
+from kafka_recon.runfiles.outcomes import Timings
+from kafka_recon.runfolder import RunFolder
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -43,12 +46,11 @@ def run_seconds(run_dir: str | None) -> float | None:
     """The seconds a run's steps took, from its timings.json (None when it has none)."""
     if not run_dir:
         return None
-    path = Path(run_dir) / "timings.json"
     try:
-        laps = json.loads(path.read_text())
-    except (OSError, ValueError):
+        timings = RunFolder(Path(run_dir)).read_if(Timings)
+    except ResultError:
         return None
-    return float(sum(v for v in laps.values() if isinstance(v, int | float)))
+    return float(sum(timings.laps.values())) if timings else None
 
 
 class HistoryCollector:

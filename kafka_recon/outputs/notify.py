@@ -15,6 +15,7 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 
 from kafka_recon.result.model import Result
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import mail_attach_max_bytes
 
 
@@ -59,14 +60,14 @@ def cap_lines(attachments: list[Attachment], cap: int) -> list[str]:
             for a in attachments if a.capped]
 
 
-def build_message(result: Result, run_dir: Path, owners: list[str], sender: str,
+def build_message(result: Result, folder: RunFolder, owners: list[str], sender: str,
                   cap: int | None = None) -> EmailMessage:
     """multipart/mixed: [alternative: text, related: (html, chart)], CSV attachments."""
     cap = mail_attach_max_bytes() if cap is None else cap
-    attachments = missing_attachments(result, run_dir, cap)
+    attachments = missing_attachments(result, folder.path, cap)
     notes = cap_lines(attachments, cap)
-    text = (run_dir / "report.txt").read_text()
-    html = (run_dir / "mail.html").read_text()
+    text = folder.file("report_txt").read_text()
+    html = folder.file("mail_html").read_text()
     if notes:
         text += "\n" + "\n".join(notes) + "\n"
         from html import escape
@@ -81,27 +82,27 @@ def build_message(result: Result, run_dir: Path, owners: list[str], sender: str,
     msg["Message-ID"] = make_msgid(domain="kafka-recon")
     msg.set_content(text)
     msg.add_alternative(html, subtype="html")
-    chart = run_dir / "chart.png"
+    chart = folder.file("chart")
     if chart.exists():
         html_part = msg.get_body(("html",))
         if not isinstance(html_part, EmailMessage):  # set_content/add_alternative made it
             raise RuntimeError("the mail has no HTML part to put the chart in")
         html_part.add_related(chart.read_bytes(), maintype="image", subtype="png",
-                              cid="<chart.png>", filename="chart.png", disposition="inline")
+                              cid=f"<{chart.name}>", filename=chart.name, disposition="inline")
     for a in attachments:
         if a.rows or not a.capped:
             msg.add_attachment(a.data, maintype="text", subtype="csv", filename=a.name)
     return msg
 
 
-def send_report(result: Result, run_dir: Path | str, owners: list[str],
+def send_report(result: Result, folder: RunFolder, owners: list[str],
                 smtp_conn_id: str = "smtp_default") -> EmailMessage:
     """Send through the connection `smtp_conn_id`: its host, port, login, TLS and from_email."""
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
     with SmtpHook(smtp_conn_id=smtp_conn_id) as hook:
         sender = hook.from_email or "kafka-recon@localhost"
-        msg = build_message(result, Path(run_dir), owners, sender)
+        msg = build_message(result, folder, owners, sender)
         client = hook._smtp_client  # the hook opens, logs in and closes; we send one message
         if not isinstance(client, smtplib.SMTP):
             raise RuntimeError(f"SMTP connection '{smtp_conn_id}' did not open")

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from kafka_recon.result.model import Cause, Result
+from kafka_recon.runfiles.outcomes import Validation
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import ui_url
 
 
@@ -58,7 +60,6 @@ def sentences(result: Result) -> list[str]:
 
 
 PREVIEW_IDS = 10
-CHART = "chart.png"
 
 
 def id_files(result: Result) -> list[dict[str, Any]]:
@@ -95,7 +96,7 @@ def preview(path: Path, n: int = PREVIEW_IDS) -> list[str]:
     return rows
 
 
-def links(result: Result, out_dir: Path, docs: str | None) -> dict[str, str] | None:
+def links(result: Result, folder: RunFolder, docs: str | None) -> dict[str, str] | None:
     """Web addresses of the report and Data Docs on the plugin page, when its address is known.
 
     KAFKA_RECON_UI_URL is the Airflow address owners reach (e.g. http://airflow:8080); the
@@ -104,13 +105,13 @@ def links(result: Result, out_dir: Path, docs: str | None) -> dict[str, str] | N
     base = ui_url()
     if not base:
         return None
-    where = f"{base.rstrip('/')}/recon/runs/{result.flow}/{out_dir.name}"
-    return {"report": f"{where}/report.html",
-            "data_docs": f"{where}/{os.path.relpath(docs, out_dir)}" if docs else ""}
+    where = f"{base.rstrip('/')}/recon/runs/{result.flow}/{folder.path.name}"
+    return {"report": f"{where}/{folder.report.name}",
+            "data_docs": f"{where}/{os.path.relpath(docs, folder.path)}" if docs else ""}
 
 
-def render_report(result: Result, out_dir: Path | str,
-                  validation: dict[str, Any] | None = None) -> dict[str, str]:
+def render_report(result: Result, folder: RunFolder,
+                  validation: Validation | None = None) -> dict[str, str]:
     """Write report.html (chart embedded), mail.html (chart as cid:), report.txt and chart.png.
 
     The answer comes first: status and one sentence per finding; then the chart with the gaps
@@ -122,11 +123,11 @@ def render_report(result: Result, out_dir: Path | str,
 
     from kafka_recon.outputs.chart import run_chart
 
-    out_dir = Path(out_dir)
+    out_dir = folder.path
     out_dir.mkdir(parents=True, exist_ok=True)
     as_json = result.as_json()  # the templates and the chart read the contract's JSON form
     png = run_chart(as_json) if any(t.buckets for t in result.tiers) else None
-    chart = out_dir / CHART
+    chart = folder.file("chart")
     if png:
         chart.write_bytes(png)
     elif chart.exists():
@@ -136,18 +137,19 @@ def render_report(result: Result, out_dir: Path | str,
     text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False)
     risks = [f.as_json() for f in result.risks]
     files = [{**f, "first": preview(out_dir / f["path"])} for f in id_files(result)]
-    docs = (validation or {}).get("data_docs")
-    ctx = {"r": as_json, "sentences": sentences(result), "validation": validation,
+    docs = validation.data_docs if validation else None
+    ctx = {"r": as_json, "sentences": sentences(result),
+           "validation": validation.as_json() if validation else None,
            "risks": risks, "id_files": files, "preview_n": PREVIEW_IDS,
            "data_docs": os.path.relpath(docs, out_dir) if docs else None,
-           "links": links(result, out_dir, docs)}
-    paths = {"html": out_dir / "report.html", "mail": out_dir / "mail.html",
-             "text": out_dir / "report.txt"}
+           "links": links(result, folder, docs)}
+    paths = {"html": folder.file("report_html"), "mail": folder.file("mail_html"),
+             "text": folder.file("report_txt")}
     template = env.get_template("report.html.j2")
     inline = f"data:image/png;base64,{base64.b64encode(png).decode()}" if png else None
     paths["html"].write_text(template.render(**ctx, chart_src=inline, for_mail=False))
-    paths["mail"].write_text(template.render(**ctx, chart_src=f"cid:{CHART}" if png else None,
-                                             for_mail=True))
+    paths["mail"].write_text(template.render(**ctx, chart_src=f"cid:{chart.name}" if png
+                                             else None, for_mail=True))
     paths["text"].write_text(text_env.get_template("report.txt.j2").render(**ctx))
     out = {k: str(v) for k, v in paths.items()}
     if png:

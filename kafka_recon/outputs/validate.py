@@ -6,22 +6,21 @@ callers at parse time and must stay light.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-from pathlib import Path
 from typing import Any
 
 from kafka_recon.config import Tolerance, ToleranceKind
 from kafka_recon.result.model import Hop, Result
+from kafka_recon.runfiles.outcomes import FailedExpectation, SuiteOutcome, Validation, Volume
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import expectations_dir
 
 
-def validate_result(result: Result, out_dir: Path | str,
-                    tolerance: Tolerance, volume: dict[str, Any] | None = None,
-                    hop_tolerance: dict[str, Tolerance] | None = None
-                    ) -> dict[str, Any]:
-    """Run the suites over `result` and build Data Docs in `out_dir/gx`.
+def validate_result(result: Result, folder: RunFolder,
+                    tolerance: Tolerance, volume: Volume | None = None,
+                    hop_tolerance: dict[str, Tolerance] | None = None) -> Validation:
+    """Run the suites over `result` and build Data Docs in the run folder's `gx`.
 
     `tolerance` is the flow's; `hop_tolerance` a hop's own, by hop name (a mirror's copies).
     Each hop's allowed records of each kind are the same numbers the verdict used
@@ -32,19 +31,19 @@ def validate_result(result: Result, out_dir: Path | str,
     `volume` is the band from the history (kafka_recon.outputs.history.volume_band) for a flow
     with no upstream count; without a band (too little history) the volume suite is not run and the
     summary says why.
-    Returns {"success": bool, "suites": {name: {"success", "failed": [...]}}, "data_docs": path,
-    "volume": {...} or None}.
+    Returns the outcome (validation.json): each suite's success and failed expectations, where
+    the Data Docs are, and the volume band it checked.
     """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
     import pandas as pd
 
-    out_dir = Path(out_dir)
-    run_ctx = out_dir / "gx"
+    run_ctx = folder.gx
     if run_ctx.exists():  # re-running a window replaces its validation
         shutil.rmtree(run_ctx)
     shutil.copytree(expectations_dir(), run_ctx)
-    context = gx.get_context(mode="file", project_root_dir=str(out_dir))
+    # a file context is the folder `gx` under its project root
+    context = gx.get_context(mode="file", project_root_dir=str(run_ctx.parent))
 
     def allowed(hop: Hop, kind: ToleranceKind) -> int:
         return (hop_tolerance or {}).get(hop.name, tolerance).allowed(kind, hop.expected)
@@ -70,31 +69,25 @@ def validate_result(result: Result, out_dir: Path | str,
             f"recon_replays[{tier}]" if len(topics) > 1 else "recon_replays"))
     if volume is not None:
         counts = {t.name: t.count for t in result.tiers}
-        volume = {**volume, "observed": counts.get(volume["tier"])}
-        if volume.get("min") is not None:
-            params.update(volume_min=volume["min"], volume_max=volume["max"])
+        volume = volume.model_copy(update={"observed": counts.get(volume.tier)})
+        if volume.min is not None:
+            params.update(volume_min=volume.min, volume_max=volume.max)
             checks.append(("recon_volume", pd.DataFrame(
-                [{"tier": volume["tier"], "records": volume["observed"]}]), "recon_volume"))
-    suites: dict[str, Any] = {}
+                [{"tier": volume.tier, "records": volume.observed}]), "recon_volume"))
+    suites: dict[str, SuiteOutcome] = {}
     for name, frame, label in checks:
         vd = context.validation_definitions.get(name)
         res = vd.run(batch_parameters={"dataframe": frame}, expectation_parameters=params)
-        suites[label] = {
-            "success": bool(res.success),
-            "failed": [
-                {"expectation": r.expectation_config.type,
-                 "kwargs": {k: v for k, v in r.expectation_config.kwargs.items()
-                            if k != "batch_id"},
-                 "observed": _plain(r.result.get("observed_value"))}
-                for r in res.results if not r.success and r.expectation_config is not None
-            ],
-        }
+        suites[label] = SuiteOutcome(success=bool(res.success), failed=[
+            FailedExpectation(expectation=r.expectation_config.type,
+                              kwargs={k: _plain(v) for k, v in
+                                      r.expectation_config.kwargs.items() if k != "batch_id"},
+                              observed=_plain(r.result.get("observed_value")))
+            for r in res.results if not r.success and r.expectation_config is not None])
     context.build_data_docs()
     docs = run_ctx / "uncommitted" / "data_docs" / "local_site" / "index.html"
-    summary = {"success": all(s["success"] for s in suites.values()), "suites": suites,
-               "data_docs": str(docs), "volume": volume}
-    (out_dir / "validation.json").write_text(json.dumps(summary, indent=2, default=str))
-    return summary
+    return Validation(success=all(s.success for s in suites.values()), suites=suites,
+                      data_docs=str(docs), volume=volume)
 
 
 def _plain(value: Any) -> Any:

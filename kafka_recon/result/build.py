@@ -1,23 +1,46 @@
-"""Findings, reasons and status from the reconcile step's aggregates (DESIGN.md, "Result").
+"""The result of a run from the reconcile step's aggregates (DESIGN.md, "Result").
 
 The Spark step computes per-hop, per-bucket numbers and writes the id files; this module turns
-those numbers into the typed result (`kafka_recon.result.model`). It is pure: the same inputs
-give the same answer under Airflow, from the command line and in the tests.
+those numbers into the typed result (`kafka_recon.result.model`), building each tier, hop and
+finding as what it is: a finding is made with its tolerance and its cause, never patched later.
+It is pure: the same inputs give the same answer under Airflow, from the command line and in the
+tests.
+
+The findings come in this order: each tier's unidentifiable and late records; each hop's loss,
+duplicate and unexpected records (a write-side loss that retention explains withdrawn); the
+losses to retention; replays that disagree; the audit's risks.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, ToleranceKind
 from kafka_recon.result.causes import Evidence, classify
-from kafka_recon.result.model import Result, decide_status
+from kafka_recon.result.model import (
+    Bucket,
+    Finding,
+    Hop,
+    Replay,
+    Result,
+    Side,
+    Tier,
+    WindowJson,
+    decide_status,
+)
+from kafka_recon.runfiles.aggregates import Aggregates, HopTally, RetentionSplit, TierTally
+from kafka_recon.runfiles.audit import Audit
+from kafka_recon.runfiles.flight import Flight
+from kafka_recon.runfiles.replays import ReplayRun, Replays, TopicReplays
 from kafka_recon.sources.topic import PartitionRange, deleted_before_consumed, retention_cut
 from kafka_recon.window import Window
 
 _MEASURES = ("expected", "observed", "missing", "unexpected", "duplicate")
+# a hop's finding kinds, and the hop's count each reads
+_HOP_KINDS: tuple[tuple[ToleranceKind, str], ...] = (
+    ("loss", "missing"), ("duplicate", "duplicate"), ("unexpected", "unexpected"))
 
 
 def _rel(path: str | None, out: str | None) -> str | None:
@@ -26,95 +49,12 @@ def _rel(path: str | None, out: str | None) -> str | None:
     return os.path.relpath(path, out)
 
 
-def _bucket_rows(buckets: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
-    keys = sorted({k for m in _MEASURES for k in buckets.get(m, {})})
-    return [{"bucket": k, **{m: buckets.get(m, {}).get(k, 0) for m in _MEASURES}} for k in keys]
-
-
 def _nonzero(buckets: dict[str, int]) -> list[str]:
     return sorted(k for k, v in buckets.items() if v)
 
 
-def replays_consistent(replays: list[dict[str, Any]]) -> bool:
-    return len({(r["count"], r["distinct"], r["fingerprint"]) for r in replays}) <= 1
-
-
-def retention_reasons(flow: Flow, window: Window, topic: dict[str, Any],
-                      seen: dict[str, int] | None = None
-                      ) -> tuple[list[str], list[dict[str, Any]]]:
-    """Reasons a topic's window is incomplete, and losses to retention out of it (`topic`:
-    its entry of replays.json). `seen`: per group, the offsets the flight recorder saw
-    retention delete below its commit (a group that has since jumped past them)."""
-    reasons: list[str] = []
-    findings: list[dict[str, Any]] = []
-    tier = next(t for t in flow.kafka_tiers if t.name == topic["tier"])
-    ranges = [PartitionRange(**o) for o in topic.get("offsets", [])]
-    cut = retention_cut(ranges, Window.millis(window.start))
-    if cut:
-        reasons.append(f"retention already deleted the start of the window from topic "
-                       f"'{tier.topic}' (partitions {cut}): deleted records cannot be counted")
-    names = [p.name for p in flow.points]
-    after = names[names.index(tier.name) + 1] if names[-1] != tier.name else tier.name
-    # replays.json keeps partitions as JSON keys: strings
-    committed = {g: {int(p): off for p, off in offs.items()}
-                 for g, offs in topic.get("committed", {}).items()}
-    lost_now = deleted_before_consumed(ranges, committed)
-    # the recorder's sightings count only while the window itself was cut: earlier gaps are
-    # other windows' records
-    ever = {g: max(n, lost_now.get(g, 0)) for g, n in (seen or {}).items()} if cut else {}
-    for group, lost in sorted({**lost_now, **ever}.items()):
-        findings.append({"kind": "loss", "side": flow.side_of(tier.name) if after != tier.name
-                         else "consume", "hop": f"{tier.name}->{after}",
-                         "count": lost, "ids": None, "cause": "retention", "group": group,
-                         "buckets": [], "within_tolerance": False})
-        reasons.append(f"consumer group '{group}' had not consumed {lost} offsets of topic "
-                       f"'{tier.topic}' that retention deleted: they are lost to it")
-    return reasons, findings
-
-
-def explain_by_retention(findings: list[dict[str, Any]], retention: list[dict[str, Any]],
-                         split: dict[str, Any] | None, flow: Flow, out: str | None,
-                         reasons: list[str]) -> list[dict[str, Any]]:
-    """Records retention deleted from the topic are not a write-side loss, when it adds up.
-
-    If exactly one production group lost offsets to retention, and no more records are
-    missing from both the topic and the sink than the offsets it never read, those ids are its
-    retention loss; the rest missing from the topic had been consumed before deletion. The
-    write-side loss at the topic is then explained and withdrawn. Otherwise nothing is
-    withdrawn: the numbers do not add up, and the run stays inconclusive.
-    """
-    if not split:
-        return findings + retention
-    topic = next(t for t in flow.kafka_tiers if t.name == split["topic"])
-    write_hop = f"{split['from']}->{topic.name}"
-    write = [f for f in findings if f["kind"] == "loss" and f["hop"] == write_hop]
-    unread = split["unread"]
-    deleted_unread = sum(f["count"] for f in retention)
-    # offsets deleted unread bound the records lost from above: some were outside the window,
-    # transaction markers, or processed but not yet committed when the consumer stopped
-    consistent = (len(retention) == 1 and unread <= deleted_unread) if retention \
-        else unread == 0
-    if write and write[0]["count"] != split["missing_from_topic"]:
-        consistent = False
-    if not consistent:
-        reasons.append(f"{unread} record(s) are missing from both the topic and "
-                       f"'{split['to']}', but the production groups left {deleted_unread} "
-                       "offset(s) unread before retention deleted them: write-side and "
-                       "retention loss cannot be told apart")
-        return findings + retention
-    if retention and not unread:
-        reasons.append(f"'{split['to']}' holds every record retention deleted: none was lost "
-                       "to it")
-        retention = []
-    for f in retention:
-        f.update(count=unread, offsets=deleted_unread, ids=_rel(split["unread_ids"], out))
-    consumed = split["missing_from_topic"] - unread
-    if write:
-        reasons.append(f"the {write[0]['count']} record(s) missing from topic "
-                       f"'{topic.topic}' were deleted by retention, not lost on the "
-                       f"{write[0]['side']} side: {consumed} had been consumed into "
-                       f"'{split['to']}', {unread} never were")
-    return [f for f in findings if f not in write] + retention
+def replays_consistent(replays: list[ReplayRun]) -> bool:
+    return len({(r.count, r.distinct, r.fingerprint) for r in replays}) <= 1
 
 
 def where_of(tier: SqlTier | FlumeTier | KafkaTier) -> str:
@@ -130,157 +70,263 @@ def where_of(tier: SqlTier | FlumeTier | KafkaTier) -> str:
     return f"flume agent at {tier.metrics_url} ({tier.source} -> {tier.sink})"
 
 
-def flight_of(flight: dict[str, Any] | None, tier: str) -> dict[str, Any]:
-    """One topic's flight recorder timeline out of flight.json (`{"topics": {tier: ...}}`)."""
-    return dict(((flight or {}).get("topics") or {}).get(tier) or {})
+@dataclass
+class Inputs:
+    """What a result is built from, for one run."""
 
+    flow: Flow
+    window: Window
+    aggregates: Aggregates
+    replayed: Replays
+    audit: Audit
+    flight: Flight
+    out: str | None
+    reasons: list[str] = field(default_factory=list)
 
-def attach_causes(findings: list[dict[str, Any]], flow: Flow, aggregates: dict[str, Any],
-                  topics: list[dict[str, Any]], audit: list[dict[str, Any]],
-                  flight: dict[str, Any] | None = None) -> None:
-    """Each loss, duplicate and unexpected finding gets its probable cause (result.causes),
-    read from the evidence of the topic the finding's hop leaves, else enters (each topic with
-    its own flight recorder timeline)."""
-    hops = {f"{h['from']}->{h['to']}": h for h in aggregates["hops"]}
-    evs = {t["tier"]: Evidence(
-        topic=t["tier"],
-        committed={g: {int(p): off for p, off in offs.items()}
-                   for g, offs in t.get("committed", {}).items()},
-        spans=next((a.get("partitions") or {} for a in aggregates["tiers"]
-                    if a["name"] == t["tier"]), {}),
-        audit=[a for a in audit if a.get("tier", flow.topic_tier.name) == t["tier"]],
-        flight=flight_of(flight, t["tier"]),
-        restarts={a["name"]: int(a["restarts"]) for a in aggregates["tiers"]
-                  if "restarts" in a}) for t in topics}
-    first = evs[flow.topic_tier.name]
-    for f in findings:
-        ends = f["hop"].split("->")
-        ev = evs.get(ends[0]) or evs.get(ends[-1]) or first
-        found = classify(f, hops.get(f["hop"]), ev)
-        if found is not None:
-            f["cause"] = found
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.flow.points]
 
-
-def build_result(flow: Flow, window: Window, aggregates: dict[str, Any],
-                 replayed: dict[str, Any], stage_reasons: list[str] | None = None,
-                 now: datetime | None = None, out: str | None = None,
-                 audit: list[dict[str, Any]] | None = None,
-                 flight: dict[str, Any] | None = None) -> Result:
-    """The result of a run: `replayed` is replays.json (each topic's replays, flow order)."""
-    topics = replayed["topics"]
-    by_tier = {t["tier"]: t for t in topics}
-    several = len(topics) > 1
-    replays = [{**({"tier": t["tier"]} if several else {}),
-                **{k: r[k] for k in ("group", "read", "count", "distinct", "unidentifiable",
-                                     "fingerprint", "out_of_order") if k in r}}
-               for t in topics for r in t["replays"]]
-    names = [p.name for p in flow.points]
-    tiers, hops, findings = [], [], []
-    reasons = list(stage_reasons or [])
-
-    def side_into(name: str) -> str:
+    def side_into(self, name: str) -> Side:
         """The side of the hop into a point (the first point: write)."""
-        at = names.index(name)
-        return flow.side_of(names[at - 1]) if at else "write"
+        at = self.names.index(name)
+        return self.flow.side_of(self.names[at - 1]) if at else "write"  # type: ignore[return-value]
 
-    places = {p.name: where_of(p.tier) for p in flow.points}
-    for t in aggregates["tiers"]:
-        tier = {k: t.get(k) for k in ("name", "count", "distinct", "unidentifiable")}
-        tier["where"] = places.get(t["name"])
-        tier["buckets"] = dict(sorted((t.get("buckets") or {}).items()))  # chart and history
-        if t["name"] in by_tier:
-            tier["estimate"] = by_tier[t["name"]].get("estimate")
-            tier["late"] = t.get("late", 0)
-        tiers.append(tier)
-        side = side_into(t["name"])
-        if t.get("unidentifiable"):
-            findings.append({"kind": "unidentifiable", "side": side, "hop": t["name"],
-                             "count": t["unidentifiable"],
-                             "ids": _rel(t.get("unidentifiable_file"), out),
-                             "buckets": _nonzero(t.get("unidentifiable_buckets", {})),
-                             "within_tolerance": False})
-        if t.get("late"):
-            prev = names[names.index(t["name"]) - 1] if names.index(t["name"]) else t["name"]
-            findings.append({"kind": "late", "side": side, "hop": f"{prev}->{t['name']}",
-                             "count": t["late"], "ids": _rel(t.get("late_file"), out),
-                             "buckets": _nonzero(t.get("late_buckets", {})),
-                             # late is not loss: reported, never a failure
-                             "within_tolerance": True})
+    def evidence(self) -> dict[str, Evidence]:
+        """Each topic's evidence of causes: its groups' commits, its window's partitions, its
+        audit and flight recorder timeline, and every Flume point's restarts."""
+        restarts = {t.name: t.restarts for t in self.aggregates.tiers if t.restarts is not None}
+        return {t.tier: Evidence(
+            topic=t.tier, committed=t.committed_by_partition(),
+            spans=dict(getattr(self.aggregates.tier(t.tier), "partitions", None) or {}),
+            audit=self.audit.of_tier(t.tier, self.flow.topic_tier.name),
+            flight=self.flight.of(t.tier), restarts=restarts) for t in self.replayed.topics}
 
-    for h in aggregates["hops"]:
-        hop = {"from": h["from"], "to": h["to"], "side": h["side"], "exact": h["exact"],
-               **{m: h[m] for m in _MEASURES},
-               "missing_ids": _rel(h.get("missing_ids"), out),
-               "unexpected_ids": _rel(h.get("unexpected_ids"), out),
-               "duplicate_ids": _rel(h.get("duplicate_ids"), out),
-               "buckets": _bucket_rows(h["buckets"])}
-        if h.get("filtered") is not None:  # dropped on purpose by the processor
-            hop.update(filtered=h["filtered"], filtered_ids=_rel(h.get("filtered_ids"), out))
-        if h.get("ids_between"):  # a counted loss whose ids the id tiers around it name
-            hop["ids_between"] = h["ids_between"]
-        hops.append(hop)
-        name = f"{h['from']}->{h['to']}"
-        tolerance = flow.tolerance_into(h["to"])
-        kinds: tuple[tuple[ToleranceKind, str], ...] = (
-            ("loss", "missing"), ("duplicate", "duplicate"), ("unexpected", "unexpected"))
-        for kind, key in kinds:
-            if h[key] > 0:
-                allowed = tolerance.allowed(kind, h["expected"])
-                findings.append({"kind": kind, "side": h["side"], "hop": name, "count": h[key],
-                                 "ids": hop[f"{key}_ids"],
-                                 "buckets": _nonzero(h["buckets"].get(key, {})),
-                                 "within_tolerance": h[key] <= allowed, "allowed": allowed})
 
-    splits = {s["topic"]: s for s in aggregates.get("retention", [])}
-    for topic in topics:
-        seen = flight_of(flight, topic["tier"]).get("deleted_unread")
-        more_reasons, retention_findings = retention_reasons(flow, window, topic, seen)
-        reasons += more_reasons
-        findings = explain_by_retention(findings, retention_findings,
-                                        splits.get(topic["tier"]), flow, out, reasons)
-    attach_causes(findings, flow, aggregates, topics, audit or [], flight)
+def build_result(flow: Flow, window: Window, aggregates: Aggregates, replayed: Replays,
+                 stage_reasons: list[str] | None = None, now: datetime | None = None,
+                 out: str | None = None, audit: Audit | None = None,
+                 flight: Flight | None = None) -> Result:
+    """The result of a run: `replayed` is each topic's replays, in the flow's order."""
+    x = Inputs(flow, window, aggregates, replayed, audit or Audit(), flight or Flight(), out,
+               list(stage_reasons or []))
+    several = len(replayed.topics) > 1
+    findings = [f for t in aggregates.tiers for f in tier_findings(x, t)]
+    withdrawn, lost_to_retention = retention_findings(x)
+    evidence = x.evidence()
+    first = evidence[flow.topic_tier.name]
+    for h in aggregates.hops:
+        ends = h.name.split("->")
+        ev = evidence.get(ends[0]) or evidence.get(ends[-1]) or first
+        findings += [f for f in hop_findings(x, h, ev) if (f.kind, f.hop) not in withdrawn]
+    findings += [f.model_copy(update={"cause": classify(f, None, first)})
+                 for f in lost_to_retention]
     consistent = True
-    for topic in topics:
-        named = f"topic '{topic['tier']}'" if several else "the topic"
-        disorder = max((r.get("out_of_order") or 0 for r in topic["replays"]), default=0)
-        if disorder:
-            reasons.append(
-                f"{disorder} record(s) between the offsets replayed for the window carry Kafka "
-                f"timestamps outside it by more than the flow's disorder margin "
-                f"({topic.get('disorder_seconds', 0)}s): {named}'s timestamps are out of "
-                f"order, so records of the window may also lie outside the offsets found by "
-                f"timestamp")
-        if not replays_consistent(topic["replays"]):
-            consistent = False
-            findings.append({"kind": "replay_unstable", "side": side_into(topic["tier"]),
-                             "hop": topic["tier"], "count": len(topic["replays"]),
-                             "ids": None, "buckets": [], "within_tolerance": False})
-            reasons.append(f"replays of the same window disagree: {named} changed while it "
-                           "was read (retention, truncation after an unclean election)")
-    for a in audit or []:
-        # what will be lost next, and why: never the loss verdict itself
-        findings.append({**{k: v for k, v in a.items() if k != "tier"},
-                         "hop": a.get("tier", flow.topic_tier.name), "count": 1, "ids": None,
-                         "buckets": [], "within_tolerance": True})
-        if a.get("blocking"):
-            reasons.append(f"{a['rule']}: {a['observed']} - the window may not be readable "
-                           "whole")
+    for topic in replayed.topics:
+        disagree = replay_findings(x, topic, several)
+        consistent = consistent and not disagree
+        findings += disagree
+    findings += audit_findings(x)
     if not window.is_closed(now or datetime.now(UTC)):
-        reasons.append(f"the window plus grace closes at {window.closes_at.isoformat()}: "
-                       "records may still arrive")
+        x.reasons.append(f"the window plus grace closes at {window.closes_at.isoformat()}: "
+                         "records may still arrive")
+    return Result(
+        flow=flow.name, window=WindowJson(**window.as_json()),
+        bucket_seconds=int(flow.bucket.total_seconds()),
+        grace_seconds=int(flow.grace.total_seconds()),
+        status=decide_status(findings, x.reasons),
+        tiers=[tier_of(x, t) for t in aggregates.tiers],
+        hops=[hop_of(x, h) for h in aggregates.hops],
+        replays=[Replay(**({"tier": t.tier} if several else {}),
+                        **r.model_dump(include={"group", "read", "count", "distinct",
+                                                "unidentifiable", "fingerprint",
+                                                "out_of_order"}))
+                 for t in replayed.topics for r in t.replays],
+        replays_consistent=consistent, findings=findings, reasons=x.reasons)
 
-    result = Result.from_json({
-        "flow": flow.name,
-        "window": window.as_json(),
-        "bucket_seconds": int(flow.bucket.total_seconds()),
-        "grace_seconds": int(flow.grace.total_seconds()),
-        "status": "ok",
-        "tiers": tiers,
-        "hops": hops,
-        "replays": replays,
-        "replays_consistent": consistent,
-        "findings": findings,
-        "reasons": reasons,
-    }, "the reconcile step's aggregates")
-    result.status = decide_status(result.findings, result.reasons)
-    return result
+
+# ------------------------------------------------------------------ tiers and hops
+def tier_of(x: Inputs, t: TierTally) -> Tier:
+    topic = next((r for r in x.replayed.topics if r.tier == t.name), None)
+    place = next((p for p in x.flow.points if p.name == t.name), None)
+    return Tier(name=t.name, count=t.count, distinct=t.distinct,
+                unidentifiable=t.unidentifiable,
+                where=where_of(place.tier) if place else None,
+                buckets=dict(sorted(t.buckets.items())),  # the chart and the history
+                estimate=topic.estimate if topic else None,
+                late=(t.late or 0) if topic else None)
+
+
+def hop_of(x: Inputs, h: HopTally) -> Hop:
+    keys = sorted({k for m in _MEASURES for k in getattr(h.buckets, m)})
+    return Hop.model_validate({
+        "from": h.from_, "to": h.to, "side": h.side, "exact": h.exact,
+        **{m: getattr(h, m) for m in _MEASURES},
+        "missing_ids": _rel(h.missing_ids, x.out),
+        "unexpected_ids": _rel(h.unexpected_ids, x.out),
+        "duplicate_ids": _rel(h.duplicate_ids, x.out),
+        "buckets": [Bucket(bucket=k, **{m: getattr(h.buckets, m).get(k, 0) for m in _MEASURES})
+                    for k in keys],
+        # dropped on purpose by the processor
+        **({"filtered": h.filtered, "filtered_ids": _rel(h.filtered_ids, x.out)}
+           if h.filtered is not None else {}),
+        # a counted loss whose ids the id tiers around it name
+        **({"ids_between": h.ids_between} if h.ids_between else {})})
+
+
+# ------------------------------------------------------------------ findings
+def tier_findings(x: Inputs, t: TierTally) -> list[Finding]:
+    """A tier's records without a readable id, and its records that came late (not loss:
+    reported, never a failure)."""
+    side = x.side_into(t.name)
+    out = []
+    if t.unidentifiable:
+        out.append(Finding(kind="unidentifiable", side=side, hop=t.name, count=t.unidentifiable,
+                           ids=_rel(t.unidentifiable_file, x.out),
+                           buckets=_nonzero(t.unidentifiable_buckets), within_tolerance=False))
+    if t.late:
+        at = x.names.index(t.name)
+        prev = x.names[at - 1] if at else t.name
+        out.append(Finding(kind="late", side=side, hop=f"{prev}->{t.name}", count=t.late,
+                           ids=_rel(t.late_file, x.out), buckets=_nonzero(t.late_buckets),
+                           within_tolerance=True))
+    return out
+
+
+def hop_findings(x: Inputs, h: HopTally, ev: Evidence) -> list[Finding]:
+    """A hop's loss, duplicate and unexpected records, each against the hop's tolerance and
+    with its probable cause."""
+    tolerance = x.flow.tolerance_into(h.to)
+    out = []
+    for kind, key in _HOP_KINDS:
+        count: int = getattr(h, key)
+        if count <= 0:
+            continue
+        allowed = tolerance.allowed(kind, h.expected)
+        found = Finding(kind=kind, side=h.side, hop=h.name, count=count,
+                        ids=_rel(getattr(h, f"{key}_ids"), x.out),
+                        buckets=_nonzero(getattr(h.buckets, key)),
+                        within_tolerance=count <= allowed, allowed=allowed)
+        out.append(found.model_copy(update={"cause": classify(found, h, ev)}))
+    return out
+
+
+def replay_findings(x: Inputs, topic: TopicReplays, several: bool) -> list[Finding]:
+    """Replays of one topic that disagree (a finding and a reason), and timestamps out of
+    order beyond the disorder margin (a reason)."""
+    named = f"topic '{topic.tier}'" if several else "the topic"
+    disorder = max((r.out_of_order or 0 for r in topic.replays), default=0)
+    if disorder:
+        x.reasons.append(
+            f"{disorder} record(s) between the offsets replayed for the window carry Kafka "
+            f"timestamps outside it by more than the flow's disorder margin "
+            f"({topic.disorder_seconds}s): {named}'s timestamps are out of "
+            f"order, so records of the window may also lie outside the offsets found by "
+            f"timestamp")
+    if replays_consistent(topic.replays):
+        return []
+    x.reasons.append(f"replays of the same window disagree: {named} changed while it "
+                     "was read (retention, truncation after an unclean election)")
+    return [Finding(kind="replay_unstable", side=x.side_into(topic.tier), hop=topic.tier,
+                    count=len(topic.replays), within_tolerance=False)]
+
+
+def audit_findings(x: Inputs) -> list[Finding]:
+    """What will be lost next, and why: never the loss verdict itself."""
+    out = []
+    for a in x.audit.risks:
+        out.append(Finding.model_validate({
+            **a.model_dump(exclude={"tier"}), "hop": a.tier or x.flow.topic_tier.name,
+            "count": 1, "within_tolerance": True}))
+        if a.blocking:
+            x.reasons.append(f"{a.rule}: {a.observed} - the window may not be readable whole")
+    return out
+
+
+# ------------------------------------------------------------------ retention
+def retention_findings(x: Inputs) -> tuple[set[tuple[str, str]], list[Finding]]:
+    """Each topic's losses to retention, and the write-side losses retention explains (to be
+    withdrawn, as (kind, hop)). Reasons go to `x.reasons`."""
+    splits = {s.topic: s for s in x.aggregates.retention}
+    withdrawn: set[tuple[str, str]] = set()
+    out: list[Finding] = []
+    for topic in x.replayed.topics:
+        seen = x.flight.of(topic.tier).deleted_unread
+        lost = retention_losses(x, topic, seen)
+        gone, lost = explain_by_retention(x, lost, splits.get(topic.tier))
+        withdrawn |= gone
+        out += lost
+    return withdrawn, out
+
+
+def retention_losses(x: Inputs, topic: TopicReplays, seen: dict[str, int] | None = None
+                     ) -> list[Finding]:
+    """Losses to retention out of a topic's window, and the reasons its window is incomplete.
+    `seen`: per group, the offsets the flight recorder saw retention delete below its commit
+    (a group that has since jumped past them)."""
+    tier = next(t for t in x.flow.kafka_tiers if t.name == topic.tier)
+    ranges = [PartitionRange(**o.model_dump()) for o in topic.offsets]
+    cut = retention_cut(ranges, Window.millis(x.window.start))
+    if cut:
+        x.reasons.append(f"retention already deleted the start of the window from topic "
+                         f"'{tier.topic}' (partitions {cut}): deleted records cannot be counted")
+    names = x.names
+    after = names[names.index(tier.name) + 1] if names[-1] != tier.name else tier.name
+    lost_now = deleted_before_consumed(ranges, topic.committed_by_partition())
+    # the recorder's sightings count only while the window itself was cut: earlier gaps are
+    # other windows' records
+    ever = {g: max(n, lost_now.get(g, 0)) for g, n in (seen or {}).items()} if cut else {}
+    out = []
+    for group, lost in sorted({**lost_now, **ever}.items()):
+        out.append(Finding(kind="loss", side=x.flow.side_of(tier.name) if after != tier.name
+                           else "consume", hop=f"{tier.name}->{after}", count=lost,
+                           group=group, within_tolerance=False))
+        x.reasons.append(f"consumer group '{group}' had not consumed {lost} offsets of topic "
+                         f"'{tier.topic}' that retention deleted: they are lost to it")
+    return out
+
+
+def explain_by_retention(x: Inputs, retention: list[Finding], split: RetentionSplit | None
+                         ) -> tuple[set[tuple[str, str]], list[Finding]]:
+    """Records retention deleted from the topic are not a write-side loss, when it adds up.
+
+    If exactly one production group lost offsets to retention, and no more records are
+    missing from both the topic and the sink than the offsets it never read, those ids are its
+    retention loss; the rest missing from the topic had been consumed before deletion. The
+    write-side loss at the topic is then explained and withdrawn (returned as (kind, hop)).
+    Otherwise nothing is withdrawn: the numbers do not add up, and the run stays inconclusive.
+    """
+    if not split:
+        return set(), retention
+    topic = next(t for t in x.flow.kafka_tiers if t.name == split.topic)
+    write_hop = f"{split.from_}->{topic.name}"
+    write = next((h for h in x.aggregates.hops if h.name == write_hop and h.missing > 0), None)
+    unread = split.unread
+    deleted_unread = sum(f.count for f in retention)
+    # offsets deleted unread bound the records lost from above: some were outside the window,
+    # transaction markers, or processed but not yet committed when the consumer stopped
+    consistent = (len(retention) == 1 and unread <= deleted_unread) if retention \
+        else unread == 0
+    if write and write.missing != split.missing_from_topic:
+        consistent = False
+    if not consistent:
+        x.reasons.append(f"{unread} record(s) are missing from both the topic and "
+                         f"'{split.to}', but the production groups left {deleted_unread} "
+                         "offset(s) unread before retention deleted them: write-side and "
+                         "retention loss cannot be told apart")
+        return set(), retention
+    if retention and not unread:
+        x.reasons.append(f"'{split.to}' holds every record retention deleted: none was lost "
+                         "to it")
+        retention = []
+    explained = [f.model_copy(update={"count": unread, "offsets": deleted_unread,
+                                      "ids": _rel(split.unread_ids, x.out)})
+                 for f in retention]
+    if write is None:
+        return set(), explained
+    consumed = split.missing_from_topic - unread
+    x.reasons.append(f"the {write.missing} record(s) missing from topic "
+                     f"'{topic.topic}' were deleted by retention, not lost on the "
+                     f"{write.side} side: {consumed} had been consumed into "
+                     f"'{split.to}', {unread} never were")
+    return {("loss", write_hop)}, explained

@@ -18,10 +18,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Literal
 
+from kafka_recon.result.model import Cause, Finding
+from kafka_recon.runfiles.aggregates import (
+    CounterGap,
+    HopTally,
+    OffsetRun,
+    PartitionSpan,
+    Runs,
+    Shape,
+    Stamps,
+)
+from kafka_recon.runfiles.audit import Risk
+from kafka_recon.runfiles.flight import Member, PartitionEvent, Timeline
 from kafka_recon.sources.topic import NO_COMMIT
 from kafka_recon.window import parse_instant
+
+Confidence = Literal["likely", "possible", "unknown"]
 
 # how far from the lost records' own event times a recorded event may lie and still be taken
 # for theirs: records are made, then sent, seconds to minutes later, and the recorder sees the
@@ -35,9 +49,9 @@ class Evidence:
 
     topic: str                                       # the topic tier this evidence is about
     committed: dict[str, dict[int, int]] = field(default_factory=dict)
-    spans: dict[str, dict[str, int]] = field(default_factory=dict)  # window records per partition
-    audit: list[dict[str, Any]] = field(default_factory=list)
-    flight: dict[str, Any] = field(default_factory=dict)            # recorder.Timeline as JSON
+    spans: dict[str, PartitionSpan] = field(default_factory=dict)  # window records by partition
+    audit: list[Risk] = field(default_factory=list)
+    flight: Timeline = field(default_factory=Timeline)              # the flight recorder's
     restarts: dict[str, int] = field(default_factory=dict)          # Flume point -> restarts
 
 
@@ -95,66 +109,65 @@ CAUSES: dict[str, Known] = {
 }
 
 
-def cause(code: str, summary: str, confidence: str, evidence: list[str]) -> dict[str, Any]:
+def cause(code: str, summary: str, confidence: Confidence, evidence: list[str]) -> Cause:
     known = CAUSES[code]
-    return {"code": code, "summary": summary, "confidence": confidence,
-            "evidence": evidence, "seed": known.seed, "fix": known.fix}
+    return Cause(code=code, summary=summary, confidence=confidence, evidence=evidence,
+                 seed=known.seed, fix=known.fix)
 
 
-def _run_text(r: dict[str, Any]) -> str:
-    span = f"offsets {r['first_offset']}-{r['last_offset']}" \
-        if r["first_offset"] != r["last_offset"] else f"offset {r['first_offset']}"
-    return f"partition {r['partition']}, {span} ({r['records']} record(s))"
+def _run_text(r: OffsetRun) -> str:
+    span = f"offsets {r.first_offset}-{r.last_offset}" \
+        if r.first_offset != r.last_offset else f"offset {r.first_offset}"
+    return f"partition {r.partition}, {span} ({r.records} record(s))"
 
 
-def _runs_text(runs: dict[str, Any], shown: int = 3) -> str:
-    largest = runs["largest"][:shown]
-    more = runs["runs"] - len(largest)
+def _runs_text(runs: Runs, shown: int = 3) -> str:
+    largest = runs.largest[:shown]
+    more = runs.runs - len(largest)
     return "; ".join(_run_text(r) for r in largest) + (f"; and {more} more run(s)"
                                                       if more > 0 else "")
 
 
-def _batched(runs: dict[str, Any]) -> bool:
+def _batched(runs: Runs) -> bool:
     """Contiguous batches (as a consumer fetches and commits), not scattered single records."""
-    return runs["records"] >= 2 * runs["runs"]
+    return runs.records >= 2 * runs.runs
 
 
-def _relation(runs: dict[str, Any], committed: dict[int, int]) -> str:
+def _relation(runs: Runs, committed: dict[int, int]) -> str:
     """`below` when every run ends before the group's committed offset on its partition,
     `above` when every run starts at or after it (or the group never committed there), else
     `mixed`."""
     rel = set()
-    for r in runs["largest"]:
-        c = committed.get(int(r["partition"]), NO_COMMIT)
-        if c != NO_COMMIT and r["last_offset"] < c:
+    for r in runs.largest:
+        c = committed.get(r.partition, NO_COMMIT)
+        if c != NO_COMMIT and r.last_offset < c:
             rel.add("below")
-        elif c == NO_COMMIT or r["first_offset"] >= c:
+        elif c == NO_COMMIT or r.first_offset >= c:
             rel.add("above")
         else:
             rel.add("mixed")
     return rel.pop() if len(rel) == 1 else "mixed"
 
 
-def _audit_says(audit: list[dict[str, Any]], *rules: str) -> list[str]:
-    return [f"the audit found {a['observed']} (rule {a['rule']})" for a in audit
-            if a.get("rule") in rules]
+def _audit_says(audit: list[Risk], *rules: str) -> list[str]:
+    return [f"the audit found {a.observed} (rule {a.rule})" for a in audit if a.rule in rules]
 
 
-def _members_text(members: list[dict[str, Any]]) -> str:
-    def holding(m: dict[str, Any]) -> str:
-        return " then ".join(str(a) for a in m.get("assignments") or [m["partitions"]])
-    return "; ".join(f"client '{m['client_id']}' on {m['host']} (member {m['member_id'][:24]}) "
+def _members_text(members: list[Member]) -> str:
+    def holding(m: Member) -> str:
+        return " then ".join(str(a) for a in m.assignments or [m.partitions])
+    return "; ".join(f"client '{m.client_id}' on {m.host} (member {m.member_id[:24]}) "
                      f"held partitions {holding(m)}" for m in members)
 
 
-def _shared_group(g: str, whole: list[str], flight: dict[str, Any]) -> list[str] | None:
+def _shared_group(g: str, whole: list[str], flight: Timeline) -> list[str] | None:
     """The recorder's proof that members of the group other than the sink's own held exactly
     the partitions the sink lacks: their description, or None when it does not show that."""
-    members = (flight.get("members") or {}).get(g) or []
+    members = flight.members.get(g) or []
     lost = {int(p) for p in whole}
 
-    def held(m: dict[str, Any]) -> list[set[int]]:
-        return [set(a) for a in m.get("assignments") or [m["partitions"]]]
+    def held(m: Member) -> list[set[int]]:
+        return [set(a) for a in m.assignments or [m.partitions]]
     # at some point one member held only lost partitions, and another held ones that arrived
     holders = [m for m in members if any(a and a <= lost for a in held(m))]
     others = [m for m in members if any(a - lost for a in held(m))]
@@ -166,7 +179,7 @@ def _shared_group(g: str, whole: list[str], flight: dict[str, Any]) -> list[str]
             "partitions' records reached this sink"]
 
 
-def consume_loss(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
+def consume_loss(runs: Runs | None, ev: Evidence) -> Cause:
     """A consume-side loss, from where its records sit against the groups' commits."""
     committed, spans, audit = ev.committed, ev.spans, ev.audit
     if not runs:
@@ -178,8 +191,8 @@ def consume_loss(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
                      "the loss cannot be compared with what the consumer committed", "unknown",
                      [f"the lost records sit at {where}",
                       "missing: the flow's consumer_groups (committed offsets)"])
-    if len(runs["largest"]) < runs["runs"]:
-        return cause("unknown", f"the lost records are spread over {runs['runs']} runs of "
+    if len(runs.largest) < runs.runs:
+        return cause("unknown", f"the lost records are spread over {runs.runs} runs of "
                      "offsets, too scattered to compare each with the groups' commits",
                      "unknown", [f"the largest runs: {where}"])
     relations = {g: _relation(runs, offs) for g, offs in committed.items()}
@@ -189,9 +202,8 @@ def consume_loss(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
     if below:
         g = below[0]
         whole = [p for p, span in spans.items() if any(
-            int(r["partition"]) == int(p) and r["records"] == span["records"]
-            for r in runs["largest"])]
-        others_whole = runs["partitions"] == len(whole) and len(spans) > len(whole)
+            r.partition == int(p) and r.records == span.records for r in runs.largest)]
+        others_whole = runs.partitions == len(whole) and len(spans) > len(whole)
         evidence = [f"the lost records sit at {where}",
                     f"all of them below the offsets group '{g}' committed"]
         if others_whole:
@@ -226,7 +238,7 @@ def consume_loss(runs: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
                              f"relation to each group's commits: {relations}"])
 
 
-def consume_duplicate(runs: dict[str, Any] | None) -> dict[str, Any]:
+def consume_duplicate(runs: Runs | None) -> Cause:
     if not runs:
         return cause("unknown", "the duplicated records could not be located in the topic",
                      "unknown", ["no offsets were found for the duplicated ids"])
@@ -241,12 +253,12 @@ def consume_duplicate(runs: dict[str, Any] | None) -> dict[str, Any]:
                                          "sink's own retries may have written them twice"])
 
 
-def between_topics(kind: str, side: str, name: str, hop: dict[str, Any]) -> dict[str, Any]:
+def between_topics(kind: str, side: str, name: str, hop: HopTally | None) -> Cause:
     """A loss or duplicate between two topics of the flow: a mirror (`replication`) or a
     processor (`process`) that skipped records of its source or wrote some twice."""
     who = "the mirror" if side == "replication" else "the processor"
     if kind == "duplicate":
-        runs = hop.get("duplicate_runs")
+        runs = hop.duplicate_runs if hop else None
         if not runs:
             return cause("unknown", "the duplicated records could not be located in the "
                          "target topic", "unknown", ["no offsets were found for the ids"])
@@ -259,7 +271,7 @@ def between_topics(kind: str, side: str, name: str, hop: dict[str, Any]) -> dict
         return cause("resent_after_restart", f"{who} wrote records again, one by one",
                      "possible", evidence + ["the copies are scattered singles, not a run: "
                                              "its producer's retries may have written them"])
-    runs = hop.get("missing_runs")
+    runs = hop.missing_runs if hop else None
     if not runs:
         return cause("unknown", f"the records lost between the topics of {name} could not be "
                      "located in the source topic", "unknown",
@@ -283,77 +295,77 @@ def _parse(t: str | None) -> datetime | None:
     return parse_instant(t, "a recorded time") if t else None
 
 
-def _overlapping(flight: dict[str, Any], lo: datetime | None, hi: datetime | None
-                 ) -> list[dict[str, Any]]:
+def _overlapping(flight: Timeline, lo: datetime | None, hi: datetime | None
+                 ) -> list[PartitionEvent]:
     """The recorder's events that may have happened while records made from lo to hi were
     sent (SLACK either side); all of them when the records' times are unknown."""
-    events = flight.get("events") or []
     if lo is None or hi is None:
-        return list(events)
+        return list(flight.events)
     a, b = lo - SLACK, hi + SLACK
-    return [e for e in events
-            if parse_instant(e["between"][0], "an event") <= b
-            and parse_instant(e["between"][1], "an event") >= a]
+    return [e for e in flight.events
+            if parse_instant(e.between[0], "an event") <= b
+            and parse_instant(e.between[1], "an event") >= a]
 
 
-def _event_text(e: dict[str, Any]) -> str:
-    when = f"between {e['between'][0]} and {e['between'][1]}"
-    p = f"partition {e['partition']}"
-    if e["event"] == "leader_change":
-        how = "a replica in the ISR" if e["clean"] else \
-            f"not in the ISR {e['isr_before']}: an unclean election"
-        return f"{p}: leader moved from broker {e['from']} to broker {e['to']} ({how}) {when}"
-    if e["event"] == "offline":
+def _event_text(e: PartitionEvent) -> str:
+    when = f"between {e.between[0]} and {e.between[1]}"
+    p = f"partition {e.partition}"
+    if e.event == "leader_change":
+        how = "a replica in the ISR" if e.clean else \
+            f"not in the ISR {e.isr_before}: an unclean election"
+        return f"{p}: leader moved from broker {e.from_} to broker {e.to} ({how}) {when}"
+    if e.event == "offline":
         return f"{p} had no available leader {when}"
-    if e["event"] == "isr_shrink":
-        return f"{p}: ISR shrank from {e['isr_before']} to {e['isr_after']} {when}"
-    if e["event"] == "leader_bounced":
-        return (f"{p}: leader epoch went from {e['epochs'][0]} to {e['epochs'][1]} {when} while "
-                f"its leader stayed broker {e['leader']}: it lost leadership and won it back "
+    if e.event == "isr_shrink":
+        return f"{p}: ISR shrank from {e.isr_before} to {e.isr_after} {when}"
+    if e.event == "leader_bounced":
+        epochs = e.epochs or [None, None]
+        return (f"{p}: leader epoch went from {epochs[0]} to {epochs[1]} {when} while "
+                f"its leader stayed broker {e.leader}: it lost leadership and won it back "
                 "between the snapshots")
-    if e["event"] == "truncation":
-        return (f"{p}: the high watermark went back from {e['log_end_before']} to "
-                f"{e['log_end_after']} {when}: acknowledged records were truncated")
-    return f"{p}: {e['event']} {when}"
+    if e.event == "truncation":
+        return (f"{p}: the high watermark went back from {e.log_end_before} to "
+                f"{e.log_end_after} {when}: acknowledged records were truncated")
+    return f"{p}: {e.event} {when}"
 
 
-def _shape_text(shape: dict[str, Any]) -> str:
-    big = shape["largest"][0] if shape.get("largest") else None
-    text = (f"{shape['records']} record(s) in {shape['runs']} run(s) of the upstream's order "
-            f"(event time, then id), {shape['singles']} of them single records")
+def _shape_text(shape: Shape) -> str:
+    big = shape.largest[0] if shape.largest else None
+    text = (f"{shape.records} record(s) in {shape.runs} run(s) of the upstream's order "
+            f"(event time, then id), {shape.singles} of them single records")
     if big:
-        text += (f"; the largest, ids {big['first_id']}-{big['last_id']} ({big['records']}), "
-                 f"made {big['first_time']} - {big['last_time']}")
+        text += (f"; the largest, ids {big.first_id}-{big.last_id} ({big.records}), "
+                 f"made {big.first_time} - {big.last_time}")
     return text
 
 
-def _recorder_gap(flight: dict[str, Any]) -> str | None:
+def _recorder_gap(flight: Timeline) -> str | None:
     """Why the recorder cannot vouch for the window, or None when it covered it."""
-    if not flight.get("snapshots"):
+    if not flight.snapshots:
         return ("missing: the flight recorder's snapshots of the topic over the window (run "
                 "`kafka-recon snapshot` on a schedule)")
-    if not flight.get("covered"):
-        return (f"the flight recorder did not cover the whole window ({flight['snapshots']} "
-                f"snapshot(s), {flight.get('first')} - {flight.get('last')}, largest gap "
-                f"{flight.get('largest_gap_s')} s)")
+    if not flight.covered:
+        return (f"the flight recorder did not cover the whole window ({flight.snapshots} "
+                f"snapshot(s), {flight.first} - {flight.last}, largest gap "
+                f"{flight.largest_gap_s} s)")
     return None
 
 
-def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
+def write_loss(shape: Shape | None, ev: Evidence) -> Cause:
     """A loss between the upstream and the topic, from the recorder's events while the records
     were sent and the lost records' shape."""
-    flight = ev.flight or {}
+    flight = ev.flight
     evidence = [f"the lost records: {_shape_text(shape)}"] if shape else []
-    near = _overlapping(flight, _parse((shape or {}).get("first_time")),
-                        _parse((shape or {}).get("last_time")))
+    near = _overlapping(flight, _parse(shape.first_time if shape else None),
+                        _parse(shape.last_time if shape else None))
     gap = _recorder_gap(flight)
     acks = _audit_says(ev.audit, "P1-acks", "T4-unclean-election", "T2-min-isr")
-    truncated = [e for e in near if e["event"] == "truncation"
-                 or e["event"] == "leader_change" and not e["clean"]]
-    moved = [e for e in near if e["event"] == "leader_change"]
-    shrunk = [e for e in near if e["event"] == "isr_shrink"]
-    offline = [e for e in near if e["event"] == "offline"]
-    bounced = [e for e in near if e["event"] == "leader_bounced"]
+    truncated = [e for e in near if e.event == "truncation"
+                 or e.event == "leader_change" and not e.clean]
+    moved = [e for e in near if e.event == "leader_change"]
+    shrunk = [e for e in near if e.event == "isr_shrink"]
+    offline = [e for e in near if e.event == "offline"]
+    bounced = [e for e in near if e.event == "leader_bounced"]
     if truncated:
         return cause("lagging_replica_elected",
                      "a replica that lacked acknowledged records became leader and the log "
@@ -386,7 +398,7 @@ def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
                      evidence + [_event_text(e) for e in bounced] + acks + [
                          "no snapshot fell inside the spell: the recorder's interval is longer "
                          "than it"])
-    if shape and shape["runs"] and shape["singles"] == shape["runs"]:
+    if shape and shape.runs and shape.singles == shape.runs:
         sizes = _audit_says(ev.audit, "S1-size-chain")
         return cause("record_rejected",
                      "single records were refused one by one (too large for the topic or "
@@ -403,21 +415,20 @@ def write_loss(shape: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
                  "unknown", evidence + [_event_text(e) for e in near] + acks)
 
 
-def _same_record_sent_twice(stamps: dict[str, Any] | None) -> str | None:
+def _same_record_sent_twice(stamps: Stamps | None) -> str | None:
     """Evidence that each copy is the original record sent again by the client: every copy
     of every id under its original's timestamp, from a producer that does not stamp records
     with their event time."""
-    if not stamps or not stamps.get("ids"):
+    if not stamps or not stamps.ids:
         return None
-    if stamps["same_timestamp"] == stamps["ids"] and not stamps["stamped_with_event_time"]:
-        return (f"every copy of each of the {stamps['ids']} id(s) carries its original's "
+    if stamps.same_timestamp == stamps.ids and not stamps.stamped_with_event_time:
+        return (f"every copy of each of the {stamps.ids} id(s) carries its original's "
                 "timestamp to the millisecond: the producer sent the same records again (a "
                 "client retry keeps the CreateTime; records sent anew get a new one)")
     return None
 
 
-def write_duplicate(runs: dict[str, Any] | None, ev: Evidence,
-                    stamps: dict[str, Any] | None = None) -> dict[str, Any]:
+def write_duplicate(runs: Runs | None, ev: Evidence, stamps: Stamps | None = None) -> Cause:
     """Copies in the topic of records the upstream made once."""
     p2 = _audit_says(ev.audit, "P2-idempotence")
     if not runs:
@@ -426,11 +437,10 @@ def write_duplicate(runs: dict[str, Any] | None, ev: Evidence,
                      "possible" if p2 else "unknown",
                      p2 + ["no offsets were found for the duplicated ids"])
     evidence = [f"the copies sit at {_runs_text(runs)}"]
-    lo = _parse(min((r["first_ts"] for r in runs["largest"] if r.get("first_ts")),
-                    default=None))
-    hi = _parse(max((r["last_ts"] for r in runs["largest"] if r.get("last_ts")), default=None))
-    slow = [e for e in _overlapping(ev.flight or {}, lo, hi)
-            if e["event"] in ("isr_shrink", "leader_change", "offline")]
+    lo = _parse(min((r.first_ts for r in runs.largest if r.first_ts), default=None))
+    hi = _parse(max((r.last_ts for r in runs.largest if r.last_ts), default=None))
+    slow = [e for e in _overlapping(ev.flight, lo, hi)
+            if e.event in ("isr_shrink", "leader_change", "offline")]
     resent = _same_record_sent_twice(stamps)
     if _batched(runs) and (slow or p2 or resent):
         return cause("retries_without_idempotence",
@@ -438,7 +448,7 @@ def write_duplicate(runs: dict[str, Any] | None, ev: Evidence,
                      "and without idempotence the broker wrote both copies", "likely",
                      evidence + ([resent] if resent else []) +
                      [_event_text(e) + ": produce requests waited on it" for e in slow] + p2)
-    gap = _recorder_gap(ev.flight or {})
+    gap = _recorder_gap(ev.flight)
     return cause("retries_without_idempotence",
                  "batches written twice: a producer retry without idempotence, or the "
                  "upstream sending the records again", "possible",
@@ -447,15 +457,15 @@ def write_duplicate(runs: dict[str, Any] | None, ev: Evidence,
                  + ([gap] if gap else []))
 
 
-def flume_loss(hop: str, ev: Evidence, gap: dict[str, Any] | None = None) -> dict[str, Any]:
+def flume_loss(hop: str, ev: Evidence, gap: CounterGap | None = None) -> Cause:
     """A loss inside a Flume agent: accepted by its source, never drained by its sink."""
     source = hop.split("->")[0]
     agent = source.rsplit(".", 1)[0]
     restarts = ev.restarts.get(source, 0) + ev.restarts.get(hop.split("->")[-1], 0)
-    uncounted = [f"the agent's counters said {gap['counted']} event(s) never drained, but the "
-                 f"id tiers around it show {gap['lost']} lost: "
+    uncounted = [f"the agent's counters said {gap.counted} event(s) never drained, but the "
+                 f"id tiers around it show {gap.lost} lost: "
                  + ", ".join(f"{n} reached {h.split('->')[-1]} without being counted drained"
-                             for h, n in gap["passed_on_uncounted"].items())
+                             for h, n in gap.passed_on_uncounted.items())
                  + " (a batch delivered as the process died)"] if gap else []
     if restarts:
         return cause("flume_channel_lost",
@@ -470,43 +480,43 @@ def flume_loss(hop: str, ev: Evidence, gap: dict[str, Any] | None = None) -> dic
                              "missing: the agent's ChannelSize at the window's end"])
 
 
-def classify(finding: dict[str, Any], hop: dict[str, Any] | None, ev: Evidence
-             ) -> dict[str, Any] | None:
-    """The cause of one loss, duplicate or unexpected finding (None for other kinds)."""
-    kind, side = finding["kind"], finding["side"]
-    ends = finding["hop"].split("->")
+def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | None:
+    """The cause of one loss, duplicate or unexpected finding (None for other kinds). A loss
+    to retention is one whose `group` is the production group that never read the records."""
+    kind, side = finding.kind, finding.side
+    ends = finding.hop.split("->")
     out_of_topic = ends[0] == ev.topic
     into_topic = ends[-1] == ev.topic
-    if kind == "loss" and finding.get("cause") == "retention":
+    if kind == "loss" and finding.group is not None:
         return cause("retention_deleted_unread",
-                     f"retention deleted records before group '{finding.get('group')}' read "
-                     "them", "likely",
-                     [f"group '{finding.get('group')}' had not consumed "
-                      f"{finding.get('offsets', finding['count'])} offset(s) that retention "
-                      "deleted"])
+                     f"retention deleted records before group '{finding.group}' read them",
+                     "likely",
+                     [f"group '{finding.group}' had not consumed "
+                      f"{finding.offsets if finding.offsets is not None else finding.count} "
+                      "offset(s) that retention deleted"])
     if side == "process" and kind == "loss" and ev.committed:
         # a processor is a consumer of its source topic: its group's commits place the loss
-        return consume_loss((hop or {}).get("missing_runs"), ev)
+        return consume_loss(hop.missing_runs if hop else None, ev)
     if side in ("replication", "process") and kind in ("loss", "duplicate"):
-        return between_topics(kind, side, finding["hop"], hop or {})
+        return between_topics(kind, side, finding.hop, hop)
     if kind == "loss" and out_of_topic:
-        return consume_loss((hop or {}).get("missing_runs"), ev)
+        return consume_loss(hop.missing_runs if hop else None, ev)
     if kind == "duplicate" and out_of_topic:
-        return consume_duplicate((hop or {}).get("duplicate_runs"))
+        return consume_duplicate(hop.duplicate_runs if hop else None)
     if kind == "unexpected":
         return cause("written_by_someone_else",
                      "the records have no upstream record and never passed through the flow's "
                      "earlier tiers: something else wrote them", "possible",
-                     [f"{finding['count']} id(s) downstream of {finding['hop']} with no record "
+                     [f"{finding.count} id(s) downstream of {finding.hop} with no record "
                       "upstream"])
     if kind == "loss" and len(ends) == 2 and ends[0].rsplit(".", 1)[0] == \
             ends[1].rsplit(".", 1)[0] and ends[0] in ev.restarts:
-        return flume_loss(finding["hop"], ev, (hop or {}).get("counter_gap"))
+        return flume_loss(finding.hop, ev, hop.counter_gap if hop else None)
     if kind == "loss" and side == "write":
-        return write_loss((hop or {}).get("missing_shape") if into_topic else None, ev)
+        return write_loss(hop.missing_shape if hop and into_topic else None, ev)
     if kind == "duplicate" and side == "write":
-        return write_duplicate((hop or {}).get("duplicate_runs") if into_topic else None, ev,
-                               (hop or {}).get("duplicate_stamps") if into_topic else None)
+        return write_duplicate(hop.duplicate_runs if hop and into_topic else None, ev,
+                               hop.duplicate_stamps if hop and into_topic else None)
     if kind in ("loss", "duplicate"):
         return cause("unknown", f"no evidence recorded points at a mechanism for this "
                      f"{side}-side {kind}", "unknown", ["missing: where the records sit"])

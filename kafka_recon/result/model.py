@@ -1,23 +1,21 @@
 """`result.json` as types: one set of models produces and reads it (DESIGN.md, "Result").
 
-The JSON is byte-compatible with what earlier versions wrote: the same fields in the same order;
-fields that only some results carry (a finding's `cause`, the audit's `rule`, the topic tier's
-`estimate`) are left out when absent, exactly as before. `kind` and `side` are closed sets, and
-`KINDS` is the one table of what each kind means and how it is said.
+The JSON is what earlier versions wrote, with `schema_version` first (a result without one is
+version 0, read as version 1: nothing else changed). Fields that only some results carry (a
+finding's `cause`, the audit's `rule`, the topic tier's `estimate`) are left out when absent.
+`kind` and `side` are closed sets, and `KINDS` is the one table of what each kind means and how
+it is said.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
+from pydantic import ConfigDict, Field, model_serializer
 
-from kafka_recon.errors import ResultError
+from kafka_recon.runfiles.base import Part, RunFile, Side
 
-Side = Literal["write", "consume", "replication", "process"]
 Status = Literal["ok", "findings", "inconclusive"]
 Kind = Literal["loss", "duplicate", "unexpected", "late", "replay_unstable", "unidentifiable",
                "config_risk", "health"]
@@ -45,7 +43,7 @@ KINDS: dict[str, KindWords] = {
 AUDIT_KINDS = tuple(k for k, w in KINDS.items() if w.audit)
 
 
-class _Model(BaseModel):
+class _Model(Part):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
     # fields written only when set (None means "this result does not carry it")
@@ -188,7 +186,8 @@ class WindowJson(_Model):
     end: str
 
 
-class Result(_Model):
+class Result(_Model, RunFile):
+    FILE = "result"
     _optional = frozenset({"bucket_seconds", "grace_seconds"})
     flow: str
     window: WindowJson
@@ -202,27 +201,10 @@ class Result(_Model):
     findings: list[Finding] = []
     reasons: list[str] = []
 
-    # ------------------------------------------------------------------ reading and writing
-    def dumps(self) -> str:
-        return json.dumps(self.as_json(), indent=2, default=str)
-
+    # ------------------------------------------------------------------ reading
     @classmethod
     def from_json(cls, data: Any, where: str = "result.json") -> Result:
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise ResultError(f"{where}: field '{loc}': {err['msg']}") from None
-
-    @classmethod
-    def load(cls, path: Path | str) -> Result:
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ResultError(f"{path}: cannot read the result: {exc}") from None
-        return cls.from_json(data, str(path))
+        return cls.parse(data, where)
 
     # ------------------------------------------------------------------ what it says
     @property

@@ -24,6 +24,7 @@ from typing import Any
 
 from kafka_recon.config import Flow, FlumeTier
 from kafka_recon.errors import FlumeError
+from kafka_recon.runfiles.stage import StagedPoint
 from kafka_recon.settings import snapshots_path
 from kafka_recon.window import Window, iso_us, iso_z, parse_instant
 
@@ -151,7 +152,7 @@ def bracket(snaps: list[Snapshot], lo: datetime, hi: datetime) -> list[Snapshot]
 
 
 def stage_flume_tier(flow: Flow, tier: FlumeTier, window: Window,
-                     path: Path | None = None) -> list[dict[str, Any]]:
+                     path: Path | None = None) -> list[StagedPoint]:
     """Two count-only points (source, sink) with counts per bucket, or reasons why not.
 
     Each interval between two consecutive snapshots, (a, b], counts once, in the bucket (and
@@ -184,9 +185,9 @@ def stage_flume_tier(flow: Flow, tier: FlumeTier, window: Window,
                 steps = -((window.start - b.taken_at) // flow.bucket) - 1  # ceil, minus one
                 buckets[iso_z(window.start + steps * flow.bucket)] += n
                 restarts += restarted
-        points.append({"name": f"{tier.name}.{point}", "kind": "counts",
-                       "count": sum(buckets.values()), "buckets": buckets,
-                       "restarts": restarts, "reasons": reasons})
+        points.append(StagedPoint(name=f"{tier.name}.{point}", kind="counts",
+                                  count=sum(buckets.values()), buckets=buckets,
+                                  restarts=restarts, reasons=reasons))
     return points
 
 

@@ -10,10 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
+from kafka_recon.config import SqlTier
 from kafka_recon.errors import JdbcError
-from kafka_recon.sources.connections import UTC_SESSION
+from kafka_recon.sources.connections import UTC_SESSION, resolve
 from kafka_recon.window import Window
+
+if TYPE_CHECKING:  # Spark is handed in by the step that reads: the sources never start one
+    from pyspark.sql import DataFrame, SparkSession
 
 # rows per round trip when a driver would otherwise fetch a whole result at once
 FETCH_ROWS = 10_000
@@ -78,3 +83,17 @@ def slice_predicates(window: Window, slices: int) -> list[str]:
     preds.append(f"event_time IS NULL OR NOT (event_time >= {_literal(start)} "
                  f"AND event_time < {_literal(end)})")
     return preds
+
+
+def read_ids(spark: SparkSession, tier: SqlTier, window: Window, slices: int) -> DataFrame:
+    """The tier's id query as (id, event_time), read by Spark over JDBC in `slices` parallel
+    event-time slices (plus one for whatever they do not cover). The id arrives as text:
+    the database casts it (a JDBC driver would read a SQLite INTEGER as a 32-bit int and a
+    NUMERIC as a double, cutting 64-bit and longer ids) and Spark is told so (the SQLite
+    driver types an expression column NUMERIC). The event time is as the database gives it."""
+    src = jdbc_source(resolve(tier.conn))
+    start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
+    table = (f"(SELECT CAST(id AS TEXT) AS id, event_time FROM "
+             f"({bind_window(tier.ids or '', start, end)}) kafka_recon_ids) kafka_recon_q")
+    return spark.read.jdbc(src.url, table, predicates=slice_predicates(window, slices),
+                           properties={**src.properties, "customSchema": "id STRING"})

@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka_recon.config import SqlTier
 from kafka_recon.errors import SqlTierError
+from kafka_recon.runfiles.stage import StagedPoint
 from kafka_recon.sources.connections import UTC_SESSION, resolve, where
 from kafka_recon.window import Window
 
@@ -64,15 +65,15 @@ def _require(tier: SqlTier, kind: str, columns: list[str], needed: tuple[str, ..
                           f"(missing {', '.join(absent)})")
 
 
-def stage_sql_tier(tier: SqlTier, window: Window, bucket: timedelta) -> dict[str, Any]:
+def stage_sql_tier(tier: SqlTier, window: Window, bucket: timedelta) -> StagedPoint:
     params = window.sql_params()
     if tier.ids is not None:
         columns, _ = _run(tier, f"SELECT * FROM ({tier.ids}) AS q WHERE 1 = 0", params)
         _require(tier, "ids", columns, ("id", "event_time"))
         _, rows = _run(tier, f"SELECT COUNT(*), COUNT(DISTINCT id) FROM ({tier.ids}) AS q",
                        params)
-        return {"name": tier.name, "kind": "ids", "count": int(rows[0][0]),
-                "distinct": int(rows[0][1])}
+        return StagedPoint(name=tier.name, kind="ids", count=int(rows[0][0]),
+                           distinct=int(rows[0][1]))
     columns, rows = _run(tier, tier.counts or "", params)
     _require(tier, "counts", columns, ("bucket", "count"))
     idx = {c.lower(): i for i, c in enumerate(columns)}
@@ -80,8 +81,8 @@ def stage_sql_tier(tier: SqlTier, window: Window, bucket: timedelta) -> dict[str
     for row in rows:
         key = _bucket_key(row[idx["bucket"]], window, bucket, tier.name)
         buckets[key] = buckets.get(key, 0) + int(row[idx["count"]])
-    return {"name": tier.name, "kind": "counts", "count": sum(buckets.values()),
-            "buckets": buckets}
+    return StagedPoint(name=tier.name, kind="counts", count=sum(buckets.values()),
+                       buckets=buckets)
 
 
 def _bucket_key(value: Any, window: Window, bucket: timedelta, tier: str) -> str:

@@ -62,8 +62,12 @@ def train(spark: SparkSession, work: Path) -> None:
     from pyspark.sql import functions as F
 
     from kafka_recon.config import RecordSpec, SqlTier
-    from kafka_recon.spark import reconcile as rc
+    from kafka_recon.spark import compare as cp
+    from kafka_recon.spark import evidence as ev
+    from kafka_recon.spark import idfiles as idf
+    from kafka_recon.spark import read as rd
     from kafka_recon.spark import replay as rp
+    from kafka_recon.spark import tally as tl
     from kafka_recon.window import Window
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -92,25 +96,25 @@ def train(spark: SparkSession, work: Path) -> None:
                       [(i, f"{start + timedelta(seconds=i % 3600):%Y-%m-%d %H:%M:%S}")
                        for i in range(0, n, 2)])
     # the upstream read the way a run reads a sql tier, slices and all
-    upstream = rc.read_sql_tier(spark, SqlTier(
+    upstream = rd.read_sql_tier(spark, SqlTier(
         name="upstream", type="sql", conn=f"sqlite:///{db}",
         ids="SELECT id, event_time FROM t WHERE event_time >= :start AND event_time < :end"),
         Window(start, end))
 
-    tiers = [rc.window_records(df, start, end, 60) for df in (upstream, topic)]
-    rc._tallied(rc.reduce_union([
-        rc.record_marks(topic, 1, start, end, 60, "kafka_ts", True),
-        rc.record_marks(upstream, 0, start, end, 60, "event_time", False)]))
-    compared = rc.compare(tiers).cache()
-    marked = rc.marks(compared, 2, [(0, 1, [0])])
-    rc._tallied(marked)
+    tiers = [rd.window_records(df, start, end, 60) for df in (upstream, topic)]
+    tl.tallied(tl.reduce_union([
+        tl.record_marks(topic, 1, start, end, 60, "kafka_ts", True),
+        tl.record_marks(upstream, 0, start, end, 60, "event_time", False)]))
+    compared = cp.compare(tiers).cache()
+    marked = cp.marks(compared, 2, [(0, 1, [0])])
+    tl.tallied(marked)
     found = marked.where(F.col("kind") == "unexpected")
-    ranked = rc.rank_topic(tiers[1])
-    rc.summaries({"runs": rc.runs_of(found, ranked),
-                  "shape": rc.upstream_runs(found, tiers[0]),
-                  "copies": rc.copies_of(found, ranked)})
-    rc.write_id_files(spark, [rc.IdFile(work / "ids.csv", ("id",),
-                                        rc.id_rows(found, ["id"], "id"))], work / "parts")
+    ranked = ev.rank_topic(tiers[1])
+    ev.summaries({"runs": ev.runs_of(found, ranked),
+                  "shape": ev.upstream_runs(found, tiers[0]),
+                  "copies": ev.copies_of(found, ranked)})
+    idf.write_id_files(spark, [idf.IdFile(work / "ids.csv", ("id",),
+                                        idf.id_rows(found, ["id"], "id"))], work / "parts")
 
 
 def _dump(scratch: Path, master: str) -> None:

@@ -22,6 +22,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from kafka_recon.runfiles.replays import FirstRead, OffsetRange, ReplayRun, Replays, TopicReplays
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -349,10 +351,10 @@ def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, reco
 
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         replays_wanted: int | None = None, keep_records: bool = True
-        ) -> tuple[dict[str, Any], dict[str, DataFrame]]:
+        ) -> tuple[Replays, dict[str, DataFrame]]:
     """Replay each of the flow's topics: what replays.json holds (one entry per topic, in flow
     order) and each topic's first-replay records, cached, by tier name (`replay_topic`)."""
-    topics: list[dict[str, Any]] = []
+    topics: list[TopicReplays] = []
     records: dict[str, DataFrame] = {}
     try:
         for tier in flow.kafka_tiers:
@@ -364,9 +366,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         for df in records.values():
             df.unpersist()
         raise
-    out = {"topics": topics}
-    folder.write_json(folder.replays, out)
-    return out, records
+    return Replays(topics=topics), records
 
 
 def read_ranges(ep: KafkaEndpoint, flow: Flow, tier: KafkaTier, window: Window
@@ -385,7 +385,7 @@ def read_ranges(ep: KafkaEndpoint, flow: Flow, tier: KafkaTier, window: Window
 
 def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
                  folder: RunFolder, replays_wanted: int | None = None, keep_records: bool = True
-                 ) -> tuple[dict[str, Any], DataFrame]:
+                 ) -> tuple[TopicReplays, DataFrame]:
     """Replay one topic's window `replays_wanted` times (default: the flow's count).
 
     Returns its entry of replays.json and its first replay's records, cached: the reconcile
@@ -421,7 +421,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
                                   [r.partition for r in ranges])
     committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any
     schemas = window_schemas(spark, ep, tier, record, read)
-    replays: list[dict[str, Any]] = []
+    replays: list[ReplayRun] = []
     first: DataFrame | None = None
 
     def fresh_read(i: int, retry: str = "") -> tuple[str, DataFrame]:
@@ -436,42 +436,50 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
                                record, schemas, flow.drops_after(tier))
 
     def summarised(records: DataFrame) -> dict[str, Any]:
-        # an aggregate always yields exactly one row
-        return dict(summarize(records, window.start, window.end, window.closes_at,
-                              flow.disorder).collect()[0].asDict())
+        # an aggregate always yields exactly one row; the exact decimal sums as text
+        row = summarize(records, window.start, window.end, window.closes_at,
+                        flow.disorder).collect()[0].asDict()
+        return {k: _text(v) if k in ("fingerprint", "digest") else v for k, v in row.items()}
 
     for i in range(1, wanted + 1):
         group, raw = fresh_read(i)
         if first is None:
             # one pass: the summary fills the cache the reconcile step reads
             first = records_of(raw).cache()
-            entry: dict[str, Any] = {"group": group, **summarised(first)}
+            entry = ReplayRun(group=group, **summarised(first))
             if keep_records:
                 target = folder.replay_dir(i, tier.name)
                 # overwrite: re-running the window replaces this replay
                 first.write.mode("overwrite").parquet(str(target))
-                entry["path"] = str(target)
+                entry.path = str(target)
         else:
             got = digests(raw, record).collect()[0]
-            if (got["read"], got["digest"]) == (replays[0]["read"], replays[0]["digest"]):
+            if (got["read"], _text(got["digest"])) == (replays[0].read, replays[0].digest):
                 # the very same records: every figure of the summary is the first's
-                entry = {**{k: v for k, v in replays[0].items() if k != "path"},
-                         "group": group, "same_records": True}
+                entry = replays[0].model_copy(update={"path": None, "group": group,
+                                                      "same_records": True})
             else:
                 # other records: this replay's own ids, from one more read (a fresh group)
                 group, raw = fresh_read(i, "b")
-                entry = {"group": group, **summarised(records_of(raw)), "same_records": False,
-                         "first_read": {"read": got["read"], "digest": got["digest"]}}
+                entry = ReplayRun(group=group, **summarised(records_of(raw)),
+                                  same_records=False,
+                                  first_read=FirstRead(read=got["read"],
+                                                       digest=_text(got["digest"])))
         replays.append(entry)
     assert first is not None  # a flow replays at least once (config)
-    out = {
-        "tier": tier.name,
-        "offsets": as_json(ranges),
-        "read_offsets": as_json(read),
-        "disorder_seconds": int(flow.disorder.total_seconds()),
-        "estimate": sum(r.end - r.start for r in ranges),
-        "committed": {g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
-        "grace_seconds": int(window.grace.total_seconds()),
-        "replays": replays,
-    }
+    out = TopicReplays(
+        tier=tier.name,
+        offsets=[OffsetRange.model_validate(r) for r in as_json(ranges)],
+        read_offsets=[OffsetRange.model_validate(r) for r in as_json(read)],
+        disorder_seconds=int(flow.disorder.total_seconds()),
+        estimate=sum(r.end - r.start for r in ranges),
+        committed={g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
+        grace_seconds=int(window.grace.total_seconds()),
+        replays=replays,
+    )
     return out, first
+
+
+def _text(value: Any) -> str | None:
+    """An exact decimal sum as JSON keeps it: text, every digit."""
+    return None if value is None else str(value)

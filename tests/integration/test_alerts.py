@@ -21,6 +21,7 @@ from harness.services.http_recorder import PAGERDUTY_ACCEPTED, HttpRecorder
 from kafka_recon import orchestrate
 from kafka_recon.outputs import history
 from kafka_recon.result.model import Cause
+from kafka_recon.runfiles.outcomes import Alerts
 from tests.factories import finding, hop, result, tier
 
 pytestmark = pytest.mark.integration
@@ -89,8 +90,8 @@ def _window(tmp_path: Path, day: datetime, missing: int, slack: str = "slack_ord
 def test_findings_reach_slack_and_open_a_pagerduty_incident(
         recorder: HttpRecorder, tmp_path: Path) -> None:
     run, res = _window(tmp_path, DAY, missing=7)
-    sent = orchestrate.alert(run)
-    assert [(a["type"], a["event"], a["sent"]) for a in sent] == [
+    sent = orchestrate.alert(run).alerts
+    assert [(a.type, a.event, a.sent) for a in sent] == [
         ("slack", "findings", True), ("pagerduty", "findings", True)]
     slack, pd = recorder.requests
     assert (slack["tls"], slack["path"]) == (False, SLACK_PATH)
@@ -110,7 +111,7 @@ def test_findings_reach_slack_and_open_a_pagerduty_incident(
             event["payload"]["component"]) == ("critical", "kafka-recon", "orders")
     assert event["payload"]["custom_details"]["top_finding"].startswith("7 record(s) lost")
     assert event["links"] == [{"href": report, "text": "report"}]
-    assert json.loads((run.out / "alerts.json").read_text()) == sent
+    assert run.folder.read(Alerts, "alert").alerts == sent
 
 
 def test_an_ok_window_after_findings_resolves_the_incident_and_then_stays_quiet(
@@ -118,23 +119,24 @@ def test_an_ok_window_after_findings_resolves_the_incident_and_then_stays_quiet(
     bad, bad_result = _window(tmp_path, DAY, missing=3)
     history.record(bad_result, str(bad.out))
     good, good_result = _window(tmp_path, DAY + timedelta(days=1), missing=0)
-    sent = orchestrate.alert(good)
+    sent = orchestrate.alert(good).alerts
     # Slack hears of findings and inconclusive windows only (its default `when`)
-    assert [(a["type"], a["event"], a["sent"]) for a in sent] == [
+    assert [(a.type, a.event, a.sent) for a in sent] == [
         ("slack", "recovery", False), ("pagerduty", "recovery", True)]
     [pd] = recorder.requests
     assert (pd["body"]["event_action"], pd["body"]["dedup_key"]) == (
         "resolve", "kafka-recon/orders")
     history.record(good_result, str(good.out))
     again, _ = _window(tmp_path, DAY + timedelta(days=2), missing=0)
-    assert [a["sent"] for a in orchestrate.alert(again)] == [False, False]
+    assert [a.sent for a in orchestrate.alert(again).alerts] == [False, False]
     assert len(recorder.requests) == 1, "an ok day after an ok day alerts nobody"
 
 
 def test_a_failed_notifier_is_reported_and_never_stops_the_next(
         recorder: HttpRecorder, tmp_path: Path) -> None:
     run, _ = _window(tmp_path, DAY, missing=2, slack="slack_broken")
-    slack, pd = orchestrate.alert(run)
-    assert slack["sent"] is False and "500" in slack["error"] and "\n" not in slack["error"]
-    assert pd["sent"] is True
+    slack, pd = orchestrate.alert(run).alerts
+    assert slack.sent is False and slack.error and "500" in slack.error \
+        and "\n" not in slack.error
+    assert pd.sent is True
     assert [r["path"] for r in recorder.requests] == ["/services/T0/B0/BROKEN", "/v2/enqueue"]

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.services.kafka import KafkaCluster
 from kafka_recon.cluster.audit import audit_flow
 from kafka_recon.config import load_flow
+from kafka_recon.runfiles.audit import Risk
 from tests.integration.engine_harness import commit_offset
 
 pytestmark = pytest.mark.integration
@@ -47,7 +48,7 @@ def topic(cluster: KafkaCluster, rf: int = 3, **config: str) -> str:
 
 def audit(cluster: KafkaCluster, tmp_path: Path, name: str, producer: Any = None,
           consumer: Any = None, groups: list[str] | None = None,
-          extra: str = "") -> list[dict[str, Any]]:
+          extra: str = "") -> list[Risk]:
     config = tmp_path / f"{name}.yaml"
     config.write_text(f"""
 flows:
@@ -65,11 +66,11 @@ flows:
         producer: {json.dumps(SAFE_PRODUCER if producer is None else producer)}
         consumer: {json.dumps(SAFE_CONSUMER if consumer is None else consumer)}
 {extra}""")
-    return audit_flow(load_flow(config, "f"), tmp_path)
+    return audit_flow(load_flow(config, "f"), tmp_path).risks
 
 
-def rules(found: list[dict[str, Any]]) -> set[str]:
-    return {f["rule"] for f in found}
+def rules(found: list[Risk]) -> set[str]:
+    return {f.rule for f in found}
 
 
 def test_safe_topic_and_clients_give_no_finding(cluster: KafkaCluster, tmp_path: Path) -> None:
@@ -88,8 +89,8 @@ def test_each_unsafe_topic_setting_gives_its_finding(cluster: KafkaCluster, tmp_
                                                      rule: str) -> None:
     found = audit(cluster, tmp_path, topic(cluster, rf, **config))
     assert rule in rules(found)
-    f = next(x for x in found if x["rule"] == rule)
-    assert f["kind"] == "config_risk" and f["fix"] and f["seed"]
+    f = next(x for x in found if x.rule == rule)
+    assert f.kind == "config_risk" and f.fix and f.seed
 
 
 def wait_rules(check: Any, timeout: float = 60) -> set[str]:
@@ -109,8 +110,8 @@ def test_killed_broker_gives_replication_health_findings_that_clear(
     try:
         got = wait_rules(lambda: (r := rules(audit(cluster, tmp_path, name)), health <= r))
         assert health <= got
-        assert all(f["blocking"] for f in audit(cluster, tmp_path, name)
-                   if f["rule"] == "H2-below-min-isr")
+        assert all(f.blocking for f in audit(cluster, tmp_path, name)
+                   if f.rule == "H2-below-min-isr")
     finally:
         cluster.restart(3)
     got = wait_rules(lambda: (r := rules(audit(cluster, tmp_path, name)), not (health & r)), 90)
@@ -127,8 +128,8 @@ def test_group_lagging_past_retention_gives_the_retention_finding(
     assert p.flush(30) == 0
     commit_offset(cluster.bootstrap, f"{name}-loader", name, 0, 1)
     found = audit(cluster, tmp_path, name, groups=[f"{name}-loader"])
-    (f,) = [x for x in found if x["rule"] == "R1-retention-vs-lag"]
-    assert f["where"] == f"{name}-loader" and f["side"] == "consume"
+    (f,) = [x for x in found if x.rule == "R1-retention-vs-lag"]
+    assert f.where == f"{name}-loader" and f.side == "consume"
 
 
 def test_a_group_that_never_committed_is_read_without_crashing(

@@ -14,6 +14,7 @@ from harness.services.smtp import MailCatcher, read_maildir
 from kafka_recon import orchestrate
 from kafka_recon.outputs import history
 from kafka_recon.outputs.report import render_report
+from kafka_recon.runfolder import RunFolder
 from tests.factories import FLOWS
 from tests.unit.test_history import DAY, result
 from tests.unit.test_report import _bucketed
@@ -82,7 +83,7 @@ def test_a_mail_server_that_is_down_keeps_the_report_and_the_retry_delivers(
     run = tmp_path / "run"
     res = _bucketed(run)
     (run / "result.json").write_text(res.dumps())
-    render_report(res, run)
+    render_report(res, RunFolder(run))
     recon = orchestrate.load("demo", res.window.start, res.window.end, FLOWS, run)
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     with pytest.raises(Exception, match="(?i)connect|refused"):

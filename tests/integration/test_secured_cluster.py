@@ -19,6 +19,7 @@ import pytest
 from harness.services.kafka import KafkaCluster
 from harness.services.kafka_security import USERS, grant, reader_acls
 from kafka_recon import orchestrate
+from kafka_recon.runfiles.audit import Audit
 from tests.integration.engine_harness import END, START, Scenario, commit_offset, findings
 
 pytestmark = pytest.mark.integration
@@ -191,9 +192,9 @@ def test_without_describe_configs_the_audit_says_what_it_skipped(
     run = stage(scn)
     orchestrate.begin(run)
     orchestrate.stage(run)
-    audit = run.folder.read_json(run.folder.audit, "stage")
-    skipped = {a["observed"] for a in audit if a["rule"] == "A1-audit-incomplete"}
+    audit = run.folder.read(Audit, "stage").risks
+    skipped = {a.observed for a in audit if a.rule == "A1-audit-incomplete"}
     assert skipped == {f"missing ACL: DESCRIBE_CONFIGS on Topic:{scn.topic}",
                        "missing ACL: DESCRIBE_CONFIGS on Cluster:kafka-cluster"}
     # the topic's settings are unknown, not guessed: no rule reads them
-    assert not {a["rule"] for a in audit} & {"T2-min-isr", "T4-unclean-election"}
+    assert not {a.rule for a in audit} & {"T2-min-isr", "T4-unclean-election"}

@@ -33,7 +33,7 @@ SAFE = Facts(
 
 
 def fired(facts: Facts) -> set[str]:
-    return {f["rule"] for f in evaluate(facts)}
+    return {f.rule for f in evaluate(facts)}
 
 
 def changed(**kw: Any) -> Facts:
@@ -88,11 +88,11 @@ def test_client_rules_are_not_guessed_when_no_client_settings_are_declared() -> 
         skipped=["DESCRIBE_CONFIGS on Cluster:kafka-cluster"], broker_config=None)),
 ])
 def test_each_rule_fires_on_its_unsafe_setting(rule: str, facts: Any) -> None:
-    found = [f for f in evaluate(facts()) if f["rule"] == rule]
+    found = [f for f in evaluate(facts()) if f.rule == rule]
     assert found, f"{rule} did not fire"
     f = found[0]
-    assert {f["kind"], f["severity"]} <= {"config_risk", "health", "high", "medium", "low"}
-    assert f["seed"] and f["why"] and f["fix"] and f["observed"] and f["recommended"]
+    assert {f.kind, f.severity} <= {"config_risk", "health", "high", "medium", "low"}
+    assert f.seed and f.why and f.fix and f.observed and f.recommended
 
 
 def test_every_rule_has_a_case_above() -> None:
@@ -105,13 +105,13 @@ def test_size_chain_names_each_hop_that_cannot_carry() -> None:
     f = changed(consumer={**SAFE.consumer, "max.partition.fetch.bytes": "1000"},  # type: ignore[dict-item]
                 broker_config={"message.max.bytes": "2000000",
                                "replica.fetch.max.bytes": "1048576"})
-    wheres = {x["where"] for x in evaluate(f) if x["rule"] == "S1-size-chain"}
+    wheres = {x.where for x in evaluate(f) if x.rule == "S1-size-chain"}
     assert wheres == {"consumer", "broker"}
 
 
 def test_findings_are_ordered_by_severity() -> None:
     f = changed(producer={**SAFE.producer, "retry.backoff.ms": "10", "acks": "1"})  # type: ignore[dict-item]
-    assert [x["severity"] for x in evaluate(f)] == ["high", "low"]
+    assert [x.severity for x in evaluate(f)] == ["high", "low"]
 
 
 def test_properties_files_and_declared_settings_merge(tmp_path: Path) -> None:
@@ -133,7 +133,7 @@ def test_a_topic_config_the_principal_may_not_read_is_not_guessed_at() -> None:
     facts = changed(topic_config=None, skipped=["DESCRIBE_CONFIGS on Topic:orders"],
                     partitions=[{"id": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1]}])
     found = evaluate(facts)
-    assert {f["rule"] for f in found} == {"A1-audit-incomplete", "H1-under-replicated"}
-    a1 = next(f for f in found if f["rule"] == "A1-audit-incomplete")
-    assert a1["observed"] == "missing ACL: DESCRIBE_CONFIGS on Topic:orders"
-    assert "topic's own settings" in a1["where"]
+    assert {f.rule for f in found} == {"A1-audit-incomplete", "H1-under-replicated"}
+    a1 = next(f for f in found if f.rule == "A1-audit-incomplete")
+    assert a1.observed == "missing ACL: DESCRIBE_CONFIGS on Topic:orders"
+    assert "topic's own settings" in a1.where

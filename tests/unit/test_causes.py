@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 
 from kafka_recon.outputs.report import why
-from kafka_recon.result.causes import Evidence, classify
-from kafka_recon.result.model import Cause
+from kafka_recon.result import causes
+from kafka_recon.result.causes import Evidence
+from kafka_recon.result.model import Cause, Finding
+from kafka_recon.runfiles.aggregates import HopBuckets, HopTally, PartitionSpan
+from kafka_recon.runfiles.audit import Risk
+from kafka_recon.runfiles.flight import Timeline
 from kafka_recon.sources.topic import NO_COMMIT
 
 pytestmark = pytest.mark.unit
@@ -45,9 +49,26 @@ def consume_loss(missing: dict[str, Any] | None, committed: dict[str, dict[int, 
 
 def ev(committed: dict[str, dict[int, int]] | None = None,
        audit: list[dict[str, Any]] | None = None, spans: dict[str, Any] | None = None,
-       **more: Any) -> Evidence:
-    return Evidence(TOPIC, committed or {}, SPANS if spans is None else spans, audit or [],
-                    **more)
+       flight: dict[str, Any] | None = None, **more: Any) -> Evidence:
+    """The typed evidence of crafted parts: an audit row needs only its rule and observed."""
+    risks = [Risk(kind="config_risk", side="write", severity="high", seed="000", topic="t",
+                  where="", recommended="", why="", fix="", blocking=False, **a)
+             for a in audit or []]
+    return Evidence(TOPIC, committed or {},
+                    {p: PartitionSpan(**s) for p, s in (SPANS if spans is None
+                                                        else spans).items()},
+                    risks, Timeline.model_validate(flight or {}), **more)
+
+
+def classify(finding: dict[str, Any], hop: dict[str, Any] | None, evidence: Evidence
+             ) -> dict[str, Any] | None:
+    """causes.classify on a crafted finding and a hop's evidence alone; the cause in the
+    result's JSON form."""
+    tally = None if hop is None else HopTally.model_validate({
+        "from": "a", "to": "b", "side": finding["side"], "exact": True, "expected": 0,
+        "observed": 0, "buckets": HopBuckets(), **hop})
+    c = causes.classify(Finding.model_validate(finding), tally, evidence)
+    return None if c is None else c.as_json()
 
 
 AUTO_COMMIT = [{"rule": "C1-auto-commit", "observed": "enable.auto.commit=true"}]

@@ -79,7 +79,7 @@ def _stage(snaps: list[Snapshot], start: datetime, hours: int, tmp_path: Any) ->
     assert isinstance(tier, FlumeTier)
     [source, _] = stage_flume_tier(flow, tier, Window(start, start + timedelta(hours=hours)),
                                    store)
-    return source
+    return source.as_json()
 
 
 def test_each_interval_between_snapshots_counts_in_exactly_one_hourly_bucket(

@@ -98,7 +98,7 @@ def test_volume_band_is_the_median_of_the_same_weekday_widened_each_way(eng: Any
         history.record(result(DAY - timedelta(weeks=weeks), per_hour), "/r", eng=eng)
     history.record(result(DAY - timedelta(days=1), 1), "/r", eng=eng)  # another weekday
     band = history.volume_band(_flow(weeks=4, band=0.25), "clicks_topic", DAY,
-                               DAY + timedelta(days=1), eng)
+                               DAY + timedelta(days=1), eng).as_json()
     assert band["history"] == [2400, 2160, 2640, 12000]
     assert band["median"] == 2520 and (band["min"], band["max"]) == (1890, 3150)
     assert band["note"] is None
@@ -108,7 +108,7 @@ def test_volume_band_needs_enough_history_and_ignores_inconclusive_windows(eng: 
     history.record(result(DAY - timedelta(weeks=1), 100), "/r", eng=eng)
     history.record(result(DAY - timedelta(weeks=2), 100, status="inconclusive"), "/r", eng=eng)
     band = history.volume_band(_flow(min_history=2), "clicks_topic", DAY,
-                               DAY + timedelta(days=1), eng)
+                               DAY + timedelta(days=1), eng).as_json()
     assert band["min"] is None and band["history"] == [2400]
     assert band["note"] == ("volume band not checked: 1 of the 2 same-weekday windows it needs "
                             "are recorded")

@@ -10,6 +10,7 @@ from kafka_recon.errors import UsageError
 from kafka_recon.outputs.notify import build_message
 from kafka_recon.outputs.report import render_report
 from kafka_recon.result.model import Result
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import mail_attach_max_bytes
 from tests.unit.test_report import _bucketed
 
@@ -18,13 +19,13 @@ pytestmark = pytest.mark.unit
 
 def _run(tmp_path: Path, ids: int = 25) -> Result:
     result = _bucketed(tmp_path, ids)
-    render_report(result, tmp_path)
+    render_report(result, RunFolder(tmp_path))
     return result
 
 
 def test_mail_has_text_and_html_with_the_chart_inline_and_the_ids_attached(tmp_path: Path
                                                                            ) -> None:
-    msg = build_message(_run(tmp_path), tmp_path, ["a@example.com", "b@example.com"],
+    msg = build_message(_run(tmp_path), RunFolder(tmp_path), ["a@example.com", "b@example.com"],
                         "recon@example.com", cap=10_000)
     assert msg["To"] == "a@example.com, b@example.com"
     assert msg["Subject"].endswith("FINDINGS") and "orders" in msg["Subject"]
@@ -45,7 +46,8 @@ def test_mail_has_text_and_html_with_the_chart_inline_and_the_ids_attached(tmp_p
 
 
 def test_an_id_file_over_the_cap_is_cut_at_a_line_and_the_mail_says_so(tmp_path: Path) -> None:
-    msg = build_message(_run(tmp_path), tmp_path, ["a@example.com"], "r@example.com", cap=40)
+    msg = build_message(_run(tmp_path), RunFolder(tmp_path), ["a@example.com"],
+                        "r@example.com", cap=40)
     [csv] = list(msg.iter_attachments())
     body = csv.get_content()
     assert len(body.encode()) <= 40 and body.endswith("\n")
@@ -74,7 +76,8 @@ def test_a_long_subject_reaches_the_reader_exactly_as_written(tmp_path: Path) ->
 
     result = _run(tmp_path).model_copy(update={"flow": "live", "window": WindowJson(
         start="2026-11-26T08:40:00Z", end="2026-11-26T08:45:00Z")})
-    msg = build_message(result, tmp_path, ["a@example.com"], "recon@example.com", cap=10_000)
+    msg = build_message(result, RunFolder(tmp_path), ["a@example.com"], "recon@example.com",
+                        cap=10_000)
     sent = wire_bytes(msg)
     read = email.message_from_bytes(sent, policy=email.policy.default)
     assert len(result.subject()) > 78 - len("Subject: ")

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from kafka_recon.config import Tolerance
-from kafka_recon.result.build import build_result
 from kafka_recon.sources.topic import NO_COMMIT
 from kafka_recon.window import Window
+from tests.factories import build_from_json as build_result
 from tests.factories import flow
 
 pytestmark = pytest.mark.unit

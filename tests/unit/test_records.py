@@ -19,7 +19,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType  # noqa: E402
 
 from kafka_recon.config import RecordSpec  # noqa: E402
-from kafka_recon.spark.reconcile import write_ids  # noqa: E402
+from kafka_recon.spark.idfiles import write_ids  # noqa: E402
 from kafka_recon.spark.records import event_time, normalise_id  # noqa: E402
 from kafka_recon.spark.replay import extract_records  # noqa: E402
 

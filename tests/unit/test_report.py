@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 from kafka_recon.outputs.report import render_report, sentences
+from kafka_recon.runfiles.outcomes import Validation
+from kafka_recon.runfolder import RunFolder
 from tests.factories import finding, hop, hours, replay, result, tier
 
 pytestmark = pytest.mark.unit
@@ -24,7 +26,7 @@ def test_each_finding_is_one_sentence_naming_count_side_and_hop() -> None:
 
 
 def test_html_report_escapes_payload_markup(tmp_path: Path) -> None:
-    paths = render_report(RESULT, tmp_path)
+    paths = render_report(RESULT, RunFolder(tmp_path))
     html = Path(paths["html"]).read_text()
     assert "<script>" not in html and "orders&lt;script&gt;" in html
     assert "&lt;b&gt;topic&lt;/b&gt;" in html
@@ -79,7 +81,7 @@ def _bucketed(tmp_path: Path, ids: int = 25):  # type: ignore[no-untyped-def]
 
 def test_report_embeds_a_chart_and_the_mail_version_points_at_it_by_content_id(tmp_path: Path
                                                                                ) -> None:
-    paths = render_report(_bucketed(tmp_path), tmp_path)
+    paths = render_report(_bucketed(tmp_path), RunFolder(tmp_path))
     png = Path(paths["chart"]).read_bytes()
     assert png.startswith(b"\x89PNG")
     html = Path(paths["html"]).read_text()
@@ -90,7 +92,7 @@ def test_report_embeds_a_chart_and_the_mail_version_points_at_it_by_content_id(t
 
 
 def test_report_shows_the_first_ids_of_each_id_file_escaped(tmp_path: Path) -> None:
-    paths = render_report(_bucketed(tmp_path), tmp_path)
+    paths = render_report(_bucketed(tmp_path), RunFolder(tmp_path))
     html = Path(paths["html"]).read_text()
     first = ", ".join(f"&lt;i&gt;{n}" for n in range(10))
     assert f"<code>{first}</code>, …" in html
@@ -101,8 +103,8 @@ def test_report_shows_the_first_ids_of_each_id_file_escaped(tmp_path: Path) -> N
 
 
 def test_a_rerun_without_buckets_removes_the_old_chart(tmp_path: Path) -> None:
-    render_report(_bucketed(tmp_path), tmp_path)
-    paths = render_report(RESULT, tmp_path)
+    render_report(_bucketed(tmp_path), RunFolder(tmp_path))
+    paths = render_report(RESULT, RunFolder(tmp_path))
     assert "chart" not in paths and not (tmp_path / "chart.png").exists()
     assert 'id="chart"' not in Path(paths["html"]).read_text()
 
@@ -112,7 +114,8 @@ def test_report_links_the_plugin_page_when_its_address_is_known(
     monkeypatch.setenv("KAFKA_RECON_UI_URL", "http://airflow.example:8080/")
     run = tmp_path / "2026-11-20T000000Z_2026-11-21T000000Z"
     docs = run / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
-    paths = render_report(RESULT, run, {"success": True, "suites": {}, "data_docs": str(docs)})
+    paths = render_report(RESULT, RunFolder(run), Validation(success=True, suites={},
+                                                             data_docs=str(docs)))
     mail = Path(paths["mail"]).read_text()
     base = "http://airflow.example:8080/recon/runs/orders&lt;script&gt;/" \
            "2026-11-20T000000Z_2026-11-21T000000Z"

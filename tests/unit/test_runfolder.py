@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from kafka_recon import orchestrate
+from kafka_recon.runfiles.journal import Journal
+from kafka_recon.runfiles.outcomes import AlertOutcome, Alerts, Timings, Validation
 from kafka_recon.runfolder import RunFolder
 from tests.factories import FLOWS, finding, result
 
@@ -26,16 +28,17 @@ def run(tmp_path: Path) -> orchestrate.Run:
 def _previous_ok_run(run: orchestrate.Run) -> None:
     """What an earlier, successful run of the same window left behind."""
     folder = run.folder
-    folder.write_json(folder.result, result("demo").as_json())
-    folder.write_json(folder.validation, {"success": True})
+    folder.write(result("demo"))
+    folder.write(Validation(success=True, suites={}))
     (run.out / "report.html").write_text("old report: OK")
     (run.out / "missing").mkdir()
     (run.out / "missing" / "orders_db__orders_topic.csv").write_text("id\n")
     for step in ("stage", "replay", "reconcile"):
         folder.mark(step, "done")
     # what the run's alerts did and how long its steps took: a failed re-run must not show them
-    folder.write_json(folder.alerts, [{"type": "slack", "conn": "s", "sent": True}])
-    folder.write_json(folder.timings, {"stage": 1.0})
+    folder.write(Alerts(alerts=[AlertOutcome(type="slack", conn="s", event="failure",
+                                             sent=True)]))
+    folder.write(Timings(laps={"stage": 1.0}))
 
 
 def test_begin_clears_every_output_of_an_earlier_run(run: orchestrate.Run) -> None:
@@ -78,7 +81,7 @@ def test_a_failed_staging_task_is_named_with_its_reason(run: orchestrate.Run) ->
 def test_a_finished_run_concludes_with_its_own_result(run: orchestrate.Run) -> None:
     orchestrate.begin(run)
     mine = result("demo", findings=[finding("loss", "write", "orders_db->orders_topic", 3)])
-    run.folder.write_json(run.folder.result, mine.as_json())
+    run.folder.write(mine)
     for step in ("stage", "replay", "reconcile"):
         run.folder.mark(step, "done")
     assert orchestrate.conclude(run) == mine
@@ -152,10 +155,11 @@ def test_a_run_silent_past_the_stale_limit_no_longer_holds_the_window(
     run.folder.mark("stage", "started")
     with pytest.raises(RunInProgress):
         orchestrate.begin(run, "recon__demo/next")
-    owner = json.loads(run.folder.owner_file.read_text())
-    run.folder.write_json(run.folder.owner_file, {**owner, "since": "2026-01-01T00:00:00Z"})
-    run.folder.write_json(run.folder.journal, {"stage": {"state": "started",
-                                                         "at": "2026-01-01T00:00:00Z"}})
+    owner = run.folder.owner()
+    assert owner is not None
+    run.folder.write(owner.model_copy(update={"since": "2026-01-01T00:00:00Z"}))
+    run.folder.write(Journal.model_validate({"steps": {"stage": {
+        "state": "started", "at": "2026-01-01T00:00:00Z"}}}))
     orchestrate.begin(run, "recon__demo/next")  # 6 hours by default; this one is months old
 
 

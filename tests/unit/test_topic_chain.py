@@ -13,13 +13,25 @@ import pytest
 from kafka_recon.cluster.audit import audit_mirror
 from kafka_recon.config import Tolerance, load_flow
 from kafka_recon.errors import ConfigError
-from kafka_recon.outputs.validate import validate_result
-from kafka_recon.result.build import build_result, where_of
+from kafka_recon.outputs import validate
+from kafka_recon.result.build import where_of
+from kafka_recon.runfiles.outcomes import Volume
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.window import Window
+from tests.factories import build_from_json as build_result
 from tests.factories import hop as model_hop
 from tests.factories import replay, result, tier
 
 pytestmark = pytest.mark.unit
+
+
+def validate_result(result: Any, folder: RunFolder, tolerance: Any,
+                    volume: dict[str, Any] | None = None, hop_tolerance: Any = None
+                    ) -> dict[str, Any]:
+    """validate.validate_result on a crafted volume band; validation.json's JSON form."""
+    return validate.validate_result(result, folder, tolerance,
+                                    Volume.model_validate(volume) if volume else None,
+                                    hop_tolerance).as_json()
 
 CHAIN = """
 flows:
@@ -269,12 +281,12 @@ def _mirror_tier(tmp_path: Path, props: str) -> Any:
 def test_a_mirrors_risky_settings_are_each_named_on_the_replication_side(
         tmp_path: Path) -> None:
     found = audit_mirror(_mirror_tier(tmp_path, RISKY), tmp_path)
-    assert sorted(f["rule"] for f in found) == [
+    assert sorted(f.rule for f in found) == [
         "M1-mirror-acks", "M2-errors-tolerance", "M3-sync-topic-configs",
         "M4-mirror-replication-factor", "M5-offset-translation"]
-    assert {f["side"] for f in found} == {"replication"}
-    acks = next(f for f in found if f["rule"] == "M1-mirror-acks")
-    assert (acks["observed"], acks["where"]) == ("acks=1", "mm2.properties (A->B)")
+    assert {f.side for f in found} == {"replication"}
+    acks = next(f for f in found if f.rule == "M1-mirror-acks")
+    assert (acks.observed, acks.where) == ("acks=1", "mm2.properties (A->B)")
 
 
 def test_a_mirror_with_safe_settings_fires_no_rule(tmp_path: Path) -> None:
@@ -298,9 +310,9 @@ def test_a_hops_own_duplicate_tolerance_passes_the_suite_the_flows_would_fail(
                           replay("g2", 100, "9", tier="regional"),
                           replay("g3", 130, "7", tier="aggregate"),
                           replay("g4", 130, "7", tier="aggregate")])
-    flow_only = validate_result(res, tmp_path / "a", Tolerance())
+    flow_only = validate_result(res, RunFolder(tmp_path / "a"), Tolerance())
     assert flow_only["suites"]["recon_hops"]["success"] is False
-    per_hop = validate_result(res, tmp_path / "b", Tolerance(),
+    per_hop = validate_result(res, RunFolder(tmp_path / "b"), Tolerance(),
                               hop_tolerance={"regional->aggregate": Tolerance(duplicate=30)})
     assert per_hop["success"] is True
     # each topic's replays checked apart: two topics rightly hold different records

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kafka_recon.config import Tolerance
-from kafka_recon.outputs.validate import validate_result
+from kafka_recon.outputs import validate
 from kafka_recon.result.model import Result
+from kafka_recon.runfiles.outcomes import Volume
+from kafka_recon.runfolder import RunFolder
 from tests.factories import hop, replay, result, tier
 
 pytestmark = pytest.mark.unit
+
+
+def validate_result(result: Any, folder: RunFolder, tolerance: Any,
+                    volume: dict[str, Any] | None = None, hop_tolerance: Any = None
+                    ) -> dict[str, Any]:
+    """validate.validate_result on a crafted volume band; validation.json's JSON form."""
+    return validate.validate_result(result, folder, tolerance,
+                                    Volume.model_validate(volume) if volume else None,
+                                    hop_tolerance).as_json()
 
 
 def _result(topic_count: int, missing: int = 0) -> Result:
@@ -27,7 +39,7 @@ BAND = {"tier": "clicks_topic", "history": [2400, 2500, 2600], "median": 2500, "
 
 
 def test_a_volume_inside_the_band_passes_and_is_reported(tmp_path: Path) -> None:
-    summary = validate_result(_result(2450), tmp_path, Tolerance(), BAND)
+    summary = validate_result(_result(2450), RunFolder(tmp_path), Tolerance(), BAND)
     assert summary["success"] is True
     assert summary["suites"]["recon_volume"]["success"] is True
     assert summary["volume"]["observed"] == 2450
@@ -35,7 +47,7 @@ def test_a_volume_inside_the_band_passes_and_is_reported(tmp_path: Path) -> None
 
 
 def test_fewer_records_than_the_same_weekday_fails_the_volume_suite(tmp_path: Path) -> None:
-    summary = validate_result(_result(900), tmp_path, Tolerance(), BAND)
+    summary = validate_result(_result(900), RunFolder(tmp_path), Tolerance(), BAND)
     assert summary["success"] is False
     [failed] = summary["suites"]["recon_volume"]["failed"]
     assert failed["expectation"] == "expect_column_values_to_be_between"
@@ -47,24 +59,25 @@ def test_without_enough_history_the_volume_suite_is_not_run_and_says_why(tmp_pat
     band = {"tier": "clicks_topic", "history": [2400], "min": None, "max": None,
             "note": "volume band not checked: 1 of the 2 same-weekday windows it needs are "
                     "recorded"}
-    summary = validate_result(_result(10), tmp_path, Tolerance(), band)
+    summary = validate_result(_result(10), RunFolder(tmp_path), Tolerance(), band)
     assert "recon_volume" not in summary["suites"] and summary["success"] is True
     assert summary["volume"]["note"].startswith("volume band not checked")
 
 
 def test_missing_beyond_tolerance_fails_the_hops_suite(tmp_path: Path) -> None:
-    summary = validate_result(_result(100, missing=3), tmp_path, Tolerance(loss=2))
+    summary = validate_result(_result(100, missing=3), RunFolder(tmp_path), Tolerance(loss=2))
     assert summary["suites"]["recon_hops"]["success"] is False
-    assert validate_result(_result(100, missing=2), tmp_path / "b",
+    assert validate_result(_result(100, missing=2), RunFolder(tmp_path / "b"),
                            Tolerance(loss=2))["success"] is True
 
 
 def test_a_percentage_tolerance_allows_that_share_of_the_hops_expected_records(
         tmp_path: Path) -> None:
     # 0.1% of 2,000 expected records is 2: two missing pass, three fail
-    assert validate_result(_result(2000, missing=2), tmp_path / "a",
+    assert validate_result(_result(2000, missing=2), RunFolder(tmp_path / "a"),
                            Tolerance(loss="0.1%"))["success"] is True
-    failed = validate_result(_result(2000, missing=3), tmp_path / "b", Tolerance(loss="0.1%"))
+    failed = validate_result(_result(2000, missing=3), RunFolder(tmp_path / "b"),
+                             Tolerance(loss="0.1%"))
     assert failed["suites"]["recon_hops"]["success"] is False
     [check] = failed["suites"]["recon_hops"]["failed"]
     assert check["kwargs"]["column_A"] == "allowed_missing"
@@ -74,7 +87,8 @@ def test_unexpected_records_beyond_their_tolerance_fail_the_hops_suite(tmp_path:
     res = result("clicks", tiers=[tier("clicks_topic", 100), tier("lake", 104)],
                  hops=[hop("clicks_topic", "lake", "consume", 100, 104, unexpected=4)],
                  replays=[replay("g1", 100, "9"), replay("g2", 100, "9")])
-    failed = validate_result(res, tmp_path / "a", Tolerance())
+    failed = validate_result(res, RunFolder(tmp_path / "a"), Tolerance())
     assert [c["kwargs"]["column_A"] for c in failed["suites"]["recon_hops"]["failed"]] == [
         "allowed_unexpected"]
-    assert validate_result(res, tmp_path / "b", Tolerance(unexpected=4))["success"] is True
+    assert validate_result(res, RunFolder(tmp_path / "b"),
+                           Tolerance(unexpected=4))["success"] is True

@@ -70,7 +70,6 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         """The step in this task's process, in a session of the Spark Connect server
         `KAFKA_RECON_SPARK_REMOTE` names (kafka_recon.spark.server): no spark-submit, no
         Spark of the task's own to start and warm up. Connections resolve through Airflow."""
-        import json
 
         from kafka_recon import orchestrate
         from kafka_recon.settings import shown_remote
@@ -84,7 +83,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("kafka-recon %s through the Spark Connect server %s", step,
                       shown_remote(remote))
         summary = orchestrate.spark_step(step, run, replays, run_owner(context), remote=remote)
-        self.log.info("kafka-recon %s: %s", step, json.dumps(summary))
+        self.log.info("kafka-recon %s: %s", step, summary)
 
     _lineage_of_run: Any = None
 
@@ -149,11 +148,12 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
 
         from kafka_recon.config import load_flow
         from kafka_recon.outputs.lineage import LineageDataset, of_run
+        from kafka_recon.runfolder import RunFolder
 
         args = [str(a) for a in self.application_args or []]
         out = args[args.index("--out") + 1] if "--out" in args[:-1] else ""
         lineage = of_run(load_flow(self.config, self.flow),
-                         Path(out) / "result.json" if out.startswith("/") else None)
+                         RunFolder(Path(out)).result if out.startswith("/") else None)
         for line in lineage.skipped:
             self.log.warning("lineage: %s", line)
 

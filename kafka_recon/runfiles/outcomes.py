@@ -1,0 +1,79 @@
+"""The files of the steps after the result: validation.json (the Great Expectations suites),
+alerts.json (what each Slack or PagerDuty alert did) and timings.json (where a run's time
+went)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from kafka_recon.runfiles.base import Part, RunFile
+
+
+class FailedExpectation(Part):
+    expectation: str
+    kwargs: dict[str, Any]
+    observed: Any = None
+
+
+class SuiteOutcome(Part):
+    success: bool
+    failed: list[FailedExpectation] = []
+
+
+class Volume(Part):
+    """The band a flow with no upstream count expects its volume in, from its history."""
+    tier: str
+    history: list[int] = []
+    median: float | None = None
+    min: int | None = None
+    max: int | None = None
+    note: str | None = None
+    observed: int | None = None
+
+
+class Validation(RunFile):
+    FILE = "validation"
+    success: bool
+    suites: dict[str, SuiteOutcome]
+    data_docs: str | None = None
+    volume: Volume | None = None
+
+
+class AlertOutcome(Part):
+    type: Literal["slack", "pagerduty"]
+    conn: str
+    event: str | None
+    sent: bool
+    why: str | None = None
+    error: str | None = None
+
+
+class Alerts(RunFile):
+    FILE = "alerts"
+    alerts: list[AlertOutcome] = []
+
+    @classmethod
+    def upgrade(cls, data: Any, version: int) -> Any:
+        if version == 0 and isinstance(data, list):  # version 0 was the bare list
+            return {"alerts": data}
+        return super().upgrade(data, version)
+
+    @property
+    def failed(self) -> list[str]:
+        return [f"{a.type} ({a.conn}): {a.error}" for a in self.alerts if a.error]
+
+
+class Timings(RunFile):
+    """Seconds per step, and the Spark jobs each ran (absent through Spark Connect, which
+    tells its sessions nothing of jobs)."""
+    FILE = "timings"
+    laps: dict[str, float] = {}
+    spark_jobs: dict[str, int] | None = None
+
+    @classmethod
+    def upgrade(cls, data: Any, version: int) -> Any:
+        if version == 0 and isinstance(data, dict):  # version 0 kept the laps at the top
+            jobs = data.get("spark_jobs")
+            return {"laps": {k: v for k, v in data.items() if k != "spark_jobs"},
+                    **({"spark_jobs": jobs} if jobs is not None else {})}
+        return super().upgrade(data, version)

@@ -1,0 +1,58 @@
+"""replays.json: each topic's window as the replay step read it, in the flow's order: the
+offsets of the window and those read (widened by the disorder margin), what the production
+groups had committed, and each replay under its fresh consumer group."""
+
+from __future__ import annotations
+
+from kafka_recon.runfiles.base import Part, RunFile
+
+
+class OffsetRange(Part):
+    """One partition's offsets for the window (kafka_recon.sources.topic.PartitionRange)."""
+    partition: int
+    start: int
+    end: int
+    log_start: int
+    high_watermark: int
+    first_timestamp: int | None = None
+
+
+class FirstRead(Part):
+    read: int
+    digest: str | None = None
+
+
+class ReplayRun(Part):
+    group: str
+    read: int
+    count: int
+    distinct: int
+    unidentifiable: int
+    fingerprint: str | None = None   # the sum of the window's ids' hashes (exact decimal)
+    out_of_order: int
+    digest: str | None = None        # the sum of the records' digests, when compared
+    same_records: bool | None = None  # a later replay: it read the first's very records
+    first_read: FirstRead | None = None  # a later replay that read other records at first
+    path: str | None = None          # the first replay's records, when kept (Parquet)
+
+
+class TopicReplays(Part):
+    tier: str
+    offsets: list[OffsetRange]
+    read_offsets: list[OffsetRange]
+    disorder_seconds: int
+    estimate: int
+    committed: dict[str, dict[str, int]]   # group -> partition -> committed offset
+    grace_seconds: int
+    replays: list[ReplayRun]
+
+    def committed_by_partition(self) -> dict[str, dict[int, int]]:
+        return {g: {int(p): off for p, off in offs.items()} for g, offs in self.committed.items()}
+
+
+class Replays(RunFile):
+    FILE = "replays"
+    topics: list[TopicReplays]
+
+    def of(self, tier: str) -> TopicReplays:
+        return next(t for t in self.topics if t.tier == tier)

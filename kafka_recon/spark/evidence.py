@@ -1,0 +1,229 @@
+"""The evidence of causes: where the records of a finding sit, summarised in one job.
+
+Out of a topic, the lost and re-delivered records' runs of offsets (`runs_of`, over the topic's
+records ranked per partition, `rank_topic`); into a topic, the lost records' shape in the
+upstream's own order (`upstream_runs`), and the timestamps of a duplicate's copies
+(`copies_of`). `summaries` turns every hop's tables into the typed evidence of reconcile.json
+(kafka_recon.runfiles.aggregates), a few rows each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pyspark.sql import DataFrame
+from pyspark.sql import Window as W
+from pyspark.sql import functions as F
+
+from kafka_recon.config import KafkaTier, Point
+from kafka_recon.runfiles.aggregates import HopTally, Runs, Shape, Stamps
+from kafka_recon.spark.tally import reduce_union
+
+K = TypeVar("K")
+Evidence = Runs | Shape | Stamps
+
+
+def rank_topic(topic_records: DataFrame,
+               spans: dict[str, dict[str, int]] | None = None) -> DataFrame:
+    """The topic's window records with their rank by offset among their partition's: offsets
+    skipped by transaction markers or compaction then do not split a run.
+
+    `spans` (the tallies' per partition: records, first and last offset of the same window
+    records) spare the sort where it can: a partition whose window records fill their offset
+    span has no gap, so a record's rank is its offset's distance from the first. Only the
+    partitions with gaps are sorted (and the result is then worth caching: `needs_sort`)."""
+    cols = topic_records.select("id", "partition", "offset", "kafka_ts", "event_time")
+    gapless = {int(p): s["first_offset"] for p, s in (spans or {}).items() if _fills(s)}
+    sorted_rank = F.row_number().over(W.partitionBy("partition").orderBy("offset")).cast("long")
+    if not gapless:
+        return cols.withColumn("rank", sorted_rank)
+    first = F.create_map(*[F.lit(x) for p, o in sorted(gapless.items()) for x in (p, o)])
+    filled = F.col("partition").isin(list(gapless))
+    ranked = cols.where(filled).withColumn(
+        "rank", F.col("offset") - F.element_at(first, F.col("partition")) + 1)
+    if len(gapless) == len(spans or {}):
+        return ranked
+    return ranked.unionByName(cols.where(~filled).withColumn("rank", sorted_rank))
+
+
+def needs_sort(spans: dict[str, dict[str, int]]) -> bool:
+    """Whether `rank_topic` sorts some partition of the topic (one with an offset gap)."""
+    return not all(_fills(s) for s in spans.values())
+
+
+def _fills(span: dict[str, int]) -> bool:
+    """Whether a partition's window records fill their offset span: no offset between the
+    first and the last is missing."""
+    return span["records"] == span["last_offset"] - span["first_offset"] + 1
+
+
+def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
+    """Where in the topic the marked ids sit, as runs: (partition, first_offset, last_offset,
+    records, first_ts, last_ts), a run being consecutive window records of one partition
+    (`ranked`: `rank_topic`'s). An id at several offsets (a topic duplicate) marks each.
+    """
+    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
+    island = F.col("rank") - F.row_number().over(W.partitionBy("partition").orderBy("rank"))
+    return (hit.withColumn("island", island).groupBy("partition", "island")
+            .agg(F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+                 F.count(F.lit(1)).alias("records"), F.min("kafka_ts").alias("first_ts"),
+                 F.max("kafka_ts").alias("last_ts"))
+            .drop("island"))
+
+
+def upstream_runs(marked: DataFrame, records: DataFrame) -> DataFrame:
+    """Where the marked ids sit among an upstream tier's records in the order they were made
+    (event time, then id), as runs: (first_id, last_id, records, first_time, last_time), a run
+    being consecutive records all marked. Lost batches make long runs; records rejected one
+    by one (too large, unserializable) make isolated singles."""
+    firsts = records.groupBy("id").agg(F.min("event_time").alias("event_time"))
+    # ranked in two levels, so that no single task sorts the whole window: within each minute
+    # of event time, plus the records of the minutes before (a row per minute)
+    minute = F.date_trunc("minute", F.col("event_time"))
+    local = firsts.withColumn("minute", minute).withColumn(
+        "local", F.row_number().over(W.partitionBy("minute").orderBy("event_time", "id")))
+    before = (firsts.groupBy(minute.alias("minute")).agg(F.count(F.lit(1)).alias("n"))
+              .select("minute", F.coalesce(F.sum("n").over(
+                  W.orderBy("minute").rowsBetween(W.unboundedPreceding, -1)), F.lit(0))
+                  .alias("before")))
+    ranked = local.join(F.broadcast(before), "minute").select(
+        "id", "event_time", (F.col("before") + F.col("local")).alias("rank"))
+    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
+    island = F.col("rank") - F.row_number().over(W.orderBy("rank"))
+    return (hit.withColumn("island", island).groupBy("island")
+            .agg(F.min_by("id", "rank").alias("first_id"), F.max_by("id", "rank").alias("last_id"),
+                 F.count(F.lit(1)).alias("records"), F.min("event_time").alias("first_time"),
+                 F.max("event_time").alias("last_time"))
+            .drop("island"))
+
+
+def copies_of(dup: DataFrame, topic_records: DataFrame) -> DataFrame:
+    """Per id the topic holds more than once: whether every copy has one Kafka timestamp
+    (`same`: the producer sent the very same record again, as a client retry keeps the
+    original's CreateTime) and whether a copy carries its event time as its timestamp
+    (`stamped`: a producer that stamps records itself, when equal timestamps prove nothing)."""
+    # min == max: one timestamp for every copy, without a distinct count's extra shuffle
+    return (topic_records.join(dup.select("id").distinct(), "id", "left_semi")
+            .groupBy("id").agg((F.min("kafka_ts") == F.max("kafka_ts")).cast("long")
+                               .alias("same"),
+                               F.max((F.col("kafka_ts") == F.col("event_time")).cast("long"))
+                               .alias("stamped")))
+
+
+MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
+
+
+def summary(table: DataFrame) -> Evidence:
+    """`summaries` of one evidence table."""
+    return summaries({"table": table})["table"]
+
+
+# every evidence table's columns, in one shape: a topic's runs (`runs_of`), an upstream's
+# (`upstream_runs`), and duplicate copies' stamps (`copies_of`) each fill theirs
+EVIDENCE_COLUMNS = {
+    "partition": "int", "first_offset": "long", "last_offset": "long", "first_ts": "timestamp",
+    "last_ts": "timestamp", "first_id": "string", "last_id": "string",
+    "first_time": "timestamp", "last_time": "timestamp", "records": "long", "same": "long",
+    "stamped": "long"}
+
+
+def summaries(tables: dict[K, DataFrame]) -> dict[K, Evidence]:
+    """Every evidence table of a run summarised in one Spark job, whatever hops need them:
+    for runs, their totals and the largest (at most MAX_RUNS rows each to the driver); for
+    copies (`copies_of`), how many ids, how many under one timestamp, how many stamped with
+    their event time. A table's kind is told by its columns."""
+    if not tables:
+        return {}
+    keys = list(tables)  # each table tagged by its place among them
+    kinds = ["copies" if "same" in df.columns else "upstream" if "first_id" in df.columns
+             else "runs" for df in tables.values()]
+    rows = reduce_union([
+        df.select(*[(F.col(c) if c in df.columns else F.lit(None)).cast(t).alias(c)
+                    for c, t in EVIDENCE_COLUMNS.items()], F.lit(i).alias("of"))
+        for i, df in enumerate(tables.values())])
+    every = W.partitionBy("of")
+    order = every.orderBy(F.desc("records"), "partition", "first_offset", "first_time",
+                          "first_id")
+    # totals ride along every row kept, so that one job answers all: the largest runs of each
+    # table, and a copies table's first row (nothing of it but its totals is read)
+    n = F.row_number().over(order)
+    kept = rows.select(
+        "*", n.alias("n"), F.count(F.lit(1)).over(every).alias("t_rows"),
+        F.sum("records").over(every).alias("t_records"),
+        F.size(F.collect_set("partition").over(every)).alias("t_partitions"),
+        F.sum((F.col("records") == 1).cast("long")).over(every).alias("t_singles"),
+        F.min("first_time").over(every).alias("t_first_time"),
+        F.max("last_time").over(every).alias("t_last_time"),
+        F.sum("same").over(every).alias("t_same"),
+        F.sum("stamped").over(every).alias("t_stamped"),
+    ).where((F.col("n") == 1) | (F.col("records").isNotNull() & (F.col("n") <= MAX_RUNS)))
+    out: dict[K, dict[str, Any]] = {k: _empty_summary(kind)
+                                    for k, kind in zip(keys, kinds, strict=True)}
+    # a few rows per table, put in order here: a sort by Spark would cost a job of its own
+    for r in sorted(kept.collect(), key=lambda r: (r["of"], r["n"])):
+        kind, into = kinds[r["of"]], out[keys[r["of"]]]
+        if kind == "copies":
+            into.update(ids=int(r["t_rows"]), same_timestamp=int(r["t_same"] or 0),
+                        stamped_with_event_time=int(r["t_stamped"] or 0))
+            continue
+        if r["n"] == 1:
+            into.update(runs=int(r["t_rows"]), records=int(r["t_records"] or 0))
+            if kind == "upstream":
+                into.update(singles=int(r["t_singles"] or 0),
+                            first_time=_iso(r["t_first_time"]),
+                            last_time=_iso(r["t_last_time"]))
+            else:
+                into["partitions"] = int(r["t_partitions"])
+        into["largest"].append(
+            {"first_id": str(r["first_id"]), "last_id": str(r["last_id"]),
+             "records": int(r["records"]), "first_time": _iso(r["first_time"]),
+             "last_time": _iso(r["last_time"])} if kind == "upstream" else
+            {"partition": int(r["partition"]), "first_offset": int(r["first_offset"]),
+             "last_offset": int(r["last_offset"]), "records": int(r["records"]),
+             "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])})
+    model: dict[str, type[Evidence]] = {"copies": Stamps, "upstream": Shape, "runs": Runs}
+    return {k: model[kind].model_validate(out[k])
+            for k, kind in zip(keys, kinds, strict=True)}
+
+
+def _empty_summary(kind: str) -> dict[str, Any]:
+    """What `summaries` says of an empty table of this kind."""
+    if kind == "copies":
+        return {"ids": 0, "same_timestamp": 0, "stamped_with_event_time": 0}
+    if kind == "upstream":
+        return {"runs": 0, "records": 0, "singles": 0, "first_time": None, "last_time": None,
+                "largest": []}
+    return {"runs": 0, "records": 0, "partitions": 0, "largest": []}
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else None
+
+
+def evidence_tables(hop: HopTally, a: Point, b: Point, found: dict[str, DataFrame],
+                    ranked_a: Callable[[], DataFrame], ranked_b: Callable[[], DataFrame],
+                    upstream: DataFrame) -> dict[str, DataFrame]:
+    """The evidence of a cause, for a hop with findings (kafka_recon.result.causes reads it):
+    out of a topic, where the lost and re-delivered records sit in it; into a topic, the lost
+    records' shape in the upstream's own order (the upstream's ranks, when it is a topic
+    too), and where the copies of a duplicate sit in the topic and under which timestamps.
+    `ranked_a` and `ranked_b` give each end's records ranked per partition, when it is a topic
+    (ranked once for every hop that needs them). Returns the evidence tables to summarise
+    under the hop's keys (`summaries`, every hop's in one job)."""
+    runs: dict[str, DataFrame] = {}
+    if isinstance(b.tier, KafkaTier):
+        if hop.missing:
+            if isinstance(a.tier, KafkaTier):  # from a topic: where the lost records sat
+                runs["missing_runs"] = runs_of(found["missing"], ranked_a())
+            else:
+                runs["missing_shape"] = upstream_runs(found["missing"], upstream)
+        if hop.duplicate:
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_b())
+            runs["duplicate_stamps"] = copies_of(found["duplicate"], ranked_b())
+    elif isinstance(a.tier, KafkaTier):
+        if hop.missing:
+            runs["missing_runs"] = runs_of(found["missing"], ranked_a())
+        if hop.duplicate:
+            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_a())
+    return runs

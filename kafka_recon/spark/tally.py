@@ -1,0 +1,104 @@
+"""Tallies: marks summed per kind, place and bucket, a few rows to the driver.
+
+Each id tier's records are marked (`record_marks`: a record of the window, unidentifiable, late,
+a topic's span per partition) and the marks tallied in one job; the comparison's marks are
+tallied the same way (`tally_keeping_findings`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from kafka_recon.spark.read import bucket_of, identifiable
+
+
+def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket_seconds: int,
+                 time_col: str, is_topic: bool) -> DataFrame:
+    """(kind, at, bucket, part, offset, value) per record of one id tier: `record` for each
+    window record (its event's bucket); `unidentifiable` for each record whose id or event time
+    cannot be read (bucketed by the time that is known, null when none is); for the topic,
+    `late` for each window record that reached it after the window closed, and `span` for each
+    window record under its partition (`part`, with its offset)."""
+    ok = identifiable(raw)
+    inside = ok & (F.col("event_time") >= F.lit(start)) & (F.col("event_time") < F.lit(end))
+    bucket = bucket_of(F.col("event_time"), start, bucket_seconds)
+    none = F.lit(None)
+
+    def mark(cond: Column, kind: str, when: Column, part: Column = none) -> Column:
+        return F.when(cond, F.struct(F.lit(kind).alias("kind"),
+                                     when.cast("timestamp").alias("bucket"),
+                                     part.cast("int").alias("part"),
+                                     (F.col("offset") if is_topic else none).cast("long")
+                                     .alias("offset")))
+
+    cols = [mark(inside, "record", bucket),
+            mark(~ok, "unidentifiable", bucket_of(F.col(time_col), start, bucket_seconds))]
+    if is_topic:
+        cols += [mark(inside & (F.col("kafka_ts") >= F.lit(end)), "late", bucket),
+                 mark(inside, "span", none, F.col("partition"))]
+    return (raw.select(F.explode(F.array(*cols)).alias("m")).where(F.col("m").isNotNull())
+            .select("m.kind", F.lit(at).alias("at"), "m.bucket", "m.part", "m.offset",
+                    F.lit(1).cast("long").alias("value")))
+
+
+def tally(df: DataFrame) -> DataFrame:
+    """(kind, at, bucket[, part], n[, first_offset, last_offset]): marks summed per kind,
+    place and bucket (and partition, for record marks): a few rows."""
+    keys = ["kind", "at", "bucket", *(["part"] if "part" in df.columns else [])]
+    aggs = [F.sum("value").alias("n")]
+    if "offset" in df.columns:
+        aggs += [F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset")]
+    return df.groupBy(*keys).agg(*aggs)
+
+
+def per_bucket(df: DataFrame, value: str | None = None) -> DataFrame:
+
+    agg = F.sum(value) if value else F.count(F.lit(1))
+    return df.groupBy("bucket").agg(agg.alias("n"))
+
+
+def reduce_union(frames: list[DataFrame]) -> DataFrame:
+    return reduce(lambda x, y: x.unionByName(y), frames)
+
+
+def tally_keeping_findings(marked: DataFrame
+                           ) -> tuple[dict[tuple[str, int], dict[str, Any]], DataFrame]:
+    """The marks tallied (`tallied`), and the findings (every mark but `present`), cached by
+    that same job: the id files and the evidence read the findings, a few, not every id.
+
+    The tally reads the findings through their cache so that the cache is filled before the
+    evidence is planned: Spark sizes a cache not yet filled as the plan it caches (here the
+    whole comparison), and would shuffle and sort every record of the topic to join it with
+    a few ids, where a filled one is measured and broadcast."""
+    findings = marked.where(F.col("kind") != "present").cache()
+    try:
+        return tallied(reduce_union([marked.where(F.col("kind") == "present"),
+                                      findings])), findings
+    except BaseException:
+        findings.unpersist()
+        raise
+
+
+def tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
+    """Marks tallied, a few rows to the driver: {(kind, at): {bucket: n}} (a null bucket as
+    ''); for `span` marks {(kind, at): {partition: {records, first_offset, last_offset}}}."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in tally(marked).collect():
+        into = out.setdefault((r["kind"], int(r["at"])), {})
+        if r["kind"] == "span":
+            into[str(r["part"])] = {"records": int(r["n"]),
+                                    "first_offset": int(r["first_offset"]),
+                                    "last_offset": int(r["last_offset"])}
+        else:
+            bucket = r["bucket"].strftime("%Y-%m-%dT%H:%M:%SZ") if r["bucket"] else ""
+            into[bucket] = int(r["n"] or 0)
+    return out
+
+
+def bucket_counts(df: DataFrame, value: str | None = None) -> dict[str, int]:
+    return {r["bucket"].strftime("%Y-%m-%dT%H:%M:%SZ"): int(r["n"] or 0)
+            for r in per_bucket(df, value).collect()}

@@ -1,0 +1,154 @@
+"""The evidence of causes: runs of offsets, the upstream's order, the copies' stamps,
+summarised in one job."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+pyspark = pytest.importorskip("pyspark")
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+
+from kafka_recon.spark import compare as cmp  # noqa: E402
+from kafka_recon.spark import evidence as ev  # noqa: E402
+from kafka_recon.spark import read as rd  # noqa: E402
+from kafka_recon.spark import tally as tl  # noqa: E402
+from tests.unit.spark.frames import END, HOUR, START, TOPIC, at, table  # noqa: E402
+
+
+def test_runs_group_marked_records_by_consecutive_window_records_per_partition(
+        spark: SparkSession) -> None:
+    offsets = [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]  # offset 5: a transaction marker, no record
+    rows = [(str(i + 1), at(i), 0, o, at(i)) for i, o in enumerate(offsets)]
+    rows += [("a", at(1), 1, 0, at(1)), ("b", at(2), 1, 1, at(2))]
+    topic = spark.createDataFrame(rows, TOPIC)
+    marked = table(spark, [("4", None), ("5", None), ("6", None), ("9", None), ("b", None)])
+    got = sorted((r["partition"], r["first_offset"], r["last_offset"], r["records"])
+                 for r in ev.runs_of(marked, ev.rank_topic(topic)).collect())
+    # the marker at offset 5 does not split 4, 5, 6 (offsets 3, 4, 6)
+    assert got == [(0, 3, 6, 3), (0, 9, 9, 1), (1, 1, 1, 1)]
+    summary = ev.summary(ev.runs_of(marked, ev.rank_topic(topic))).as_json()
+    assert (summary["runs"], summary["records"], summary["partitions"]) == (3, 5, 2)
+    assert summary["largest"][0]["first_offset"] == 3
+
+
+def test_runs_rank_gapless_partitions_by_offset_without_a_sort_and_sort_the_rest(
+        spark: SparkSession) -> None:
+    # partition 0 has a gap (a marker at 2), partition 1 fills its span, partition 2 starts late
+    rows = [(str(i), at(i), 0, o, at(i)) for i, o in enumerate([0, 1, 3, 4])]
+    rows += [(f"b{o}", at(o), 1, o, at(o)) for o in range(5)]
+    rows += [(f"c{o}", at(o), 2, o, at(o)) for o in range(100, 104)]
+    topic = spark.createDataFrame(rows, TOPIC)
+    spans = {"0": {"records": 4, "first_offset": 0, "last_offset": 4},
+             "1": {"records": 5, "first_offset": 0, "last_offset": 4},
+             "2": {"records": 4, "first_offset": 100, "last_offset": 103}}
+    assert ev.needs_sort(spans) and not ev.needs_sort({k: spans[k] for k in ("1", "2")})
+    ranks = {(r["partition"], r["offset"]): r["rank"]
+             for r in ev.rank_topic(topic, spans).collect()}
+    assert ranks == {(0, 0): 1, (0, 1): 2, (0, 3): 3, (0, 4): 4,  # the marker splits nothing
+                     **{(1, o): o + 1 for o in range(5)},
+                     **{(2, o): o - 99 for o in range(100, 104)}}
+    marked = table(spark, [("1", None), ("2", None), ("b1", None), ("b2", None), ("b4", None),
+                           ("c101", None), ("c102", None), ("c103", None)])
+
+    def runs(ranked: DataFrame) -> list[tuple[int, int, int, int]]:
+        return sorted((r["partition"], r["first_offset"], r["last_offset"], r["records"])
+                      for r in ev.runs_of(marked, ranked).collect())
+
+    want = [(0, 1, 3, 2), (1, 1, 2, 2), (1, 4, 4, 1), (2, 101, 103, 3)]
+    assert runs(ev.rank_topic(topic)) == want  # every partition sorted
+    assert runs(ev.rank_topic(topic, spans)) == want
+    gapless = topic.where("partition > 0")
+    assert runs(ev.rank_topic(gapless, {k: spans[k] for k in ("1", "2")})) == want[1:]
+
+
+def test_findings_tallied_through_their_cache_are_broadcast_to_the_evidence(
+        spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    # 20,000 ids, three lost at the hop; the broadcast threshold lowered under the comparison's
+    # estimated size, far above what three findings hold
+    ids = spark.range(20_000).select(F.col("id").cast("string").alias("id"),
+                                     F.lit(at(1)).alias("event_time"))
+    tiers = [rd.window_records(t, START, END, HOUR)
+             for t in (ids, ids.where(~F.col("id").isin("7", "70", "71")))]
+    marked = cmp.marks(cmp.compare(tiers), 2, [(0, 1, [0])])
+    topic = spark.range(20_000).select(
+        F.col("id").cast("string").alias("id"), F.lit(0).alias("partition"),
+        F.col("id").alias("offset"), F.lit(at(2)).alias("kafka_ts"),
+        F.lit(at(1)).alias("event_time"), (F.col("id") + 1).alias("rank"))
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", str(64 * 1024))
+    try:
+        per_id, findings = tl.tally_keeping_findings(marked)
+        assert sum(per_id[("missing", 0)].values()) == 3
+        assert sum(per_id[("present", 0)].values()) == 20_000
+        runs = ev.runs_of(findings.where(F.col("kind") == "missing"), topic)
+        plan = runs._jdf.queryExecution().executedPlan().toString()
+        assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan
+        assert sorted((r["first_offset"], r["records"]) for r in runs.collect()) == \
+            [(7, 1), (70, 2)]
+        findings.unpersist()
+    finally:  # the module's other tests keep Spark's threshold
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+
+
+def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
+        spark: SparkSession) -> None:
+    # ids made in time order, except "x" made between 3 and 4; ids tie-break equal times
+    rows = [(str(i), at(i)) for i in range(1, 11)] + [("x", at(3.5)), ("y", at(10))]
+    up = rd.window_records(table(spark, rows), START, END, HOUR)
+    marked = table(spark, [("2", None), ("3", None), ("x", None), ("4", None), ("7", None),
+                           ("10", None)])
+    got = sorted((r["first_id"], r["last_id"], r["records"])
+                 for r in ev.upstream_runs(marked, up).collect())
+    # 2, 3, x, 4 are consecutive in event time; 7 alone; "10" ties "y" at minute 10 and
+    # sorts first, so it is alone too
+    assert got == [("10", "10", 1), ("2", "4", 4), ("7", "7", 1)]
+    s = ev.summary(ev.upstream_runs(marked, up)).as_json()
+    assert (s["runs"], s["records"], s["singles"]) == (3, 6, 2)
+    assert s["first_time"] == "2026-11-20T00:02:00Z" and s["last_time"] == "2026-11-20T00:10:00Z"
+    assert s["largest"][0]["records"] == 4
+
+
+def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession) -> None:
+    rows = [("1", at(1), 0, 0, at(1.5)), ("1", at(1), 0, 5, at(1.5)),   # resent: same stamp
+            ("2", at(2), 0, 1, at(2.5)), ("2", at(2), 0, 9, at(7)),     # sent anew
+            ("3", at(3), 0, 2, at(3)), ("3", at(3), 0, 6, at(3)),       # stamped with event time
+            ("4", at(4), 0, 3, at(4.5))]
+    topic = spark.createDataFrame(rows, TOPIC)
+    dup = table(spark, [("1", None), ("2", None), ("3", None)])
+    assert ev.summary(ev.copies_of(dup, topic)).as_json() == {"ids": 3, "same_timestamp": 2,
+                                                  "stamped_with_event_time": 1}
+
+
+def test_evidence_tables_of_every_kind_summarised_together_say_what_each_says_alone(
+        spark: SparkSession) -> None:
+    rows = [(str(i), at(i), i % 2, i // 2, at(i)) for i in range(12)]
+    rows += [("3", at(3), 1, 40, at(3)), ("4", at(4), 0, 41, at(30))]  # two copies
+    topic = spark.createDataFrame(rows, TOPIC)
+    up = rd.window_records(table(spark, [(str(i), at(i)) for i in range(12)]), START, END, HOUR)
+    marked = table(spark, [(str(i), None) for i in (1, 3, 5, 6, 8, 9, 11)])
+    dup = table(spark, [("3", None), ("4", None)])
+    empty = table(spark, [])
+    tables = {"runs": ev.runs_of(marked, ev.rank_topic(topic)),
+              "shape": ev.upstream_runs(marked, up), "copies": ev.copies_of(dup, topic),
+              "none": ev.runs_of(empty, ev.rank_topic(topic)),
+              "no_shape": ev.upstream_runs(empty, up), "no_copies": ev.copies_of(empty, topic)}
+    together = {k: s.as_json() for k, s in ev.summaries(tables).items()}
+    assert together == {k: ev.summaries({k: df})[k].as_json() for k, df in tables.items()}
+    # partition 1 holds 1, 3, 5 | 9, 11 and 3's copy (offsets 0-2, 4, 5, 40: the copy
+    # follows 11); partition 0 holds 6, 8 (offsets 3, 4)
+    assert (together["runs"]["runs"], together["runs"]["records"],
+            together["runs"]["partitions"]) == (3, 8, 2)
+    assert together["runs"]["largest"][0] == {
+        "partition": 1, "first_offset": 0, "last_offset": 2, "records": 3,
+        "first_ts": "2026-11-20T00:01:00Z", "last_ts": "2026-11-20T00:05:00Z"}
+    # in the upstream's order: 1 | 3 | 5, 6 | 8, 9 | 11
+    assert (together["shape"]["runs"], together["shape"]["singles"]) == (5, 3)
+    assert together["shape"]["largest"][0]["records"] == 2
+    assert together["copies"] == {"ids": 2, "same_timestamp": 1, "stamped_with_event_time": 2}
+    assert together["none"] == {"runs": 0, "records": 0, "partitions": 0, "largest": []}
+    assert together["no_shape"]["runs"] == 0 and together["no_shape"]["largest"] == []
+    assert together["no_copies"]["ids"] == 0
