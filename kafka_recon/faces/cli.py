@@ -154,7 +154,7 @@ def _spark_server(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kafka_recon.spark.session import CONNECT_PORT
+    from kafka_recon.spark.conf import CONNECT_PORT
 
     p = argparse.ArgumentParser(prog="kafka-recon", description="Find and locate lost Kafka "
                                 "records, tier by tier.")

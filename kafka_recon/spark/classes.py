@@ -25,10 +25,9 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 
 def build(target: Path, master: str = "local[2]", timeout_s: float = 600) -> Path:
@@ -58,8 +57,6 @@ def train(spark: SparkSession, work: Path) -> None:
     ones the archive keeps."""
     import sqlite3
     from datetime import UTC, datetime, timedelta
-
-    from pyspark.sql import functions as F
 
     from kafka_recon.config import RecordSpec, SqlTier
     from kafka_recon.spark import compare as cp
@@ -122,7 +119,8 @@ def _dump(scratch: Path, master: str) -> None:
     import tempfile
 
     from kafka_recon.settings import spark_jars
-    from kafka_recon.spark.session import QUIET, session
+    from kafka_recon.spark.conf import QUIET
+    from kafka_recon.spark.session import session
 
     spark = session("kafka-recon class archive", master=master, jars=spark_jars(),
                     driver_options=f"-XX:ArchiveClassesAtExit={shlex.quote(str(scratch))} "

@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro, to_avro
 
+if TYPE_CHECKING:
     from kafka_recon.sources.registry import RegistrySchema
 
 # Avro logical types Spark decodes to a timestamp, a timestamp without zone, or a date
@@ -30,8 +32,6 @@ TIME_TYPES = ("timestamp-millis", "timestamp-micros", "local-timestamp-millis",
 
 def framing(value: Column) -> tuple[Column, Column, Column]:
     """(framed, schema id, payload) of a registry wire-format value."""
-    from pyspark.sql import functions as F
-
     framed = (F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == "00")
     sid = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
     payload = F.expr("substring(value, 6)")
@@ -39,8 +39,6 @@ def framing(value: Column) -> tuple[Column, Column, Column]:
 
 
 def unframed_reason(value: Column) -> Column:
-    from pyspark.sql import functions as F
-
     return F.when(value.isNull(), F.lit("no value")).otherwise(F.concat(
         F.lit("not in the schema registry's wire format (first byte 0x"),
         F.coalesce(F.hex(F.substring(value, 1, 1)), F.lit("")),
@@ -98,9 +96,6 @@ def avro_columns(value: Column, framed: bool, schemas: dict[int, RegistrySchema]
     registry (`framed` false) is decoded with the one schema under key 0. An extra path the
     schema lacks is null.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro, to_avro
-
     from kafka_recon.spark.records import event_time
 
     if framed:
@@ -155,16 +150,12 @@ def avro_columns(value: Column, framed: bool, schemas: dict[int, RegistrySchema]
 
 def _unseen(sid: Column) -> Column:
     """The reason of a schema id that appeared after the window's schemas were read."""
-    from pyspark.sql import functions as F
-
     return F.concat(F.lit("schema id "), sid.cast("string"),
                     F.lit(" was not seen when the window's schemas were read"))
 
 
 def _first(cases: list[tuple[Column, Column]]) -> Column:
     """The value of the first case whose condition holds (null when none does)."""
-    from pyspark.sql import functions as F
-
     if not cases:
         return F.lit(None)
     out = F.when(cases[0][0], cases[0][1])
@@ -176,8 +167,6 @@ def _first(cases: list[tuple[Column, Column]]) -> Column:
 def json_schema_value(value: Column, schemas: dict[int, RegistrySchema]
                       ) -> tuple[Column, Column]:
     """(the JSON text of a JSON Schema value, reason when it has none)."""
-    from pyspark.sql import functions as F
-
     is_framed, sid, payload = framing(value)
     reasons: list[tuple[Column, Column]] = [(~is_framed, unframed_reason(value))]
     known = F.lit(False)

@@ -17,18 +17,15 @@ unidentifiable; it never stops the run.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 
 # microseconds per unit, as exact decimals: a double would round nanoseconds
 EPOCH_UNITS = {"epoch_s": "1000000", "epoch_ms": "1000", "epoch_us": "1", "epoch_ns": "0.001"}
 
 
 def normalise_id(text: Column) -> Column:
-    from pyspark.sql import functions as F
-
     # the regex only where it can match: it decodes, matches and re-encodes every id it sees
     # (0.4 of 0.5 us per id here), and most ids have no point
     integral = F.when(text.contains("."),
@@ -38,8 +35,6 @@ def normalise_id(text: Column) -> Column:
 
 def utf8_text(raw: Column) -> Column:
     """Bytes as UTF-8 text; null when they are not valid UTF-8 (no id can be read)."""
-    from pyspark.sql import functions as F
-
     text = raw.cast("string")
     return F.when(F.call_function("is_valid_utf8", text), text)
 
@@ -52,8 +47,6 @@ def event_time(text: Column, fmt: str) -> Column:
     1970-01-01 UTC (fractions allowed). Anything else is a Spark datetime pattern
     (`dd/MM/yyyy HH:mm:ss`), read as UTC.
     """
-    from pyspark.sql import functions as F
-
     if fmt == "iso8601":
         return text.try_cast("timestamp")
     if fmt in EPOCH_UNITS:

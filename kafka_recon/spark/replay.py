@@ -22,11 +22,13 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
 from kafka_recon.runfiles.replays import FirstRead, OffsetRange, ReplayRun, Replays, TopicReplays
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-
     from kafka_recon.config import Drops, Flow, KafkaTier, RecordSpec
     from kafka_recon.runfolder import RunFolder
     from kafka_recon.sources.kafka_client import KafkaEndpoint
@@ -61,8 +63,6 @@ def extract_records(raw: DataFrame, record: RecordSpec,
     With `drops` (what the processor reading this topic filters out on purpose), each record
     also says whether it is one (`dropped`, `with_dropped`).
     """
-    from pyspark.sql import functions as F
-
     from kafka_recon.spark.formats import avro_columns, json_schema_value
     from kafka_recon.spark.records import event_time, utf8_text
 
@@ -111,9 +111,6 @@ def with_dropped(raw: DataFrame, drops: Drops, texts: dict[str, Column]) -> Data
     record out on purpose. `texts` holds each field's text by its path ("key" is the key's);
     a null answer (a field absent, a number that is not one) means kept, so a record the
     filter cannot judge is expected downstream, never excused."""
-    from pyspark.errors import AnalysisException, ParseException
-    from pyspark.sql import functions as F
-
     from kafka_recon.errors import ConfigError
     from kafka_recon.spark.records import utf8_text
 
@@ -132,15 +129,11 @@ def with_dropped(raw: DataFrame, drops: Drops, texts: dict[str, Column]) -> Data
 
 def record_digest() -> Column:
     """One record read, as a 64-bit hash of where it sits and what it holds."""
-    from pyspark.sql import functions as F
-
     return F.xxhash64("partition", "offset", "timestamp", "key", "value")
 
 
 def present(record: RecordSpec) -> Column:
     """The Kafka rows that are records: all but a change stream's tombstones."""
-    from pyspark.sql import functions as F
-
     return F.col("value").isNotNull() if record.envelope == "debezium" else F.lit(True)
 
 
@@ -155,8 +148,6 @@ def _as_records(raw: DataFrame, rec_id: Column, when: Column, record: RecordSpec
     """The replay's record shape: (id, event_time, partition, offset, kafka_ts, reason), and
     `digest` when the Kafka rows have it; `reason` says why a record is unidentifiable (null
     when it is not)."""
-    from pyspark.sql import functions as F
-
     from kafka_recon.spark.records import normalise_id
 
     rid = normalise_id(rec_id)
@@ -179,8 +170,6 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     `before` lacks the event time takes that too. Several changes of one id stay several
     records here; the reconcile step counts them as one id present.
     """
-    from pyspark.sql import functions as F
-
     from kafka_recon.spark.records import event_time, utf8_text
 
     value, key = utf8_text(F.col("value")), utf8_text(F.col("key"))
@@ -206,8 +195,6 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
 def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:
     """A topic record of the window: identifiable, its event time in [start, end), and in the
     topic before the window plus grace closed (one that came later is lost, not late)."""
-    from pyspark.sql import functions as F
-
     return (F.col("id").isNotNull() & F.col("event_time").isNotNull()
             & (F.col("event_time") >= F.lit(start)) & (F.col("event_time") < F.lit(end))
             & (F.col("kafka_ts") < F.lit(closes_at)))
@@ -216,8 +203,6 @@ def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:
 def arrived(start: datetime, closes_at: datetime) -> Column:
     """In the topic while the window and its grace ran: where an unidentifiable record, whose
     event time is unknown, is counted."""
-    from pyspark.sql import functions as F
-
     return (F.col("kafka_ts") >= F.lit(start)) & (F.col("kafka_ts") < F.lit(closes_at))
 
 
@@ -237,8 +222,6 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
     read. A record read that is stamped further out proves disorder wider than the margin, so
     records of the window may lie beyond what was read: `out_of_order` counts them.
     """
-    from pyspark.sql import functions as F
-
     closes_at = closes_at or end
     identifiable = F.col("id").isNotNull() & F.col("event_time").isNotNull()
     in_window = counted(start, end, closes_at)
@@ -258,8 +241,6 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
 def digests(raw: DataFrame, record: RecordSpec) -> DataFrame:
     """One row: the records read and the sum of their digests, without reading a value's
     fields: all a later replay computes to prove it read what the first read."""
-    from pyspark.sql import functions as F
-
     return (raw.where(present(record)).select(record_digest().alias("digest"))
             .agg(F.count(F.lit(1)).alias("read"), hash_sum(F.col("digest")).alias("digest")))
 
@@ -277,7 +258,6 @@ def hash_sum(hashes: Column) -> Column:
     decimal(38,0) made a BigInteger per row (7% of a run's task samples at 5M)."""
     from decimal import Decimal
 
-    from pyspark.sql import functions as F
 
     exact = "decimal(38,0)"
     total = F.lit(0).cast(exact)
@@ -324,8 +304,6 @@ def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, reco
     file (under id 0) for Avro written without a registry; else each distinct schema id of
     the window's framed values, asked of the registry once (a few ids reach the driver)."""
     from pathlib import Path
-
-    from pyspark.sql import functions as F
 
     from kafka_recon.errors import ConfigError
     from kafka_recon.sources import registry

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kafka_recon.spark.session import CONNECT_PORT
+from kafka_recon.spark.conf import CONNECT_PORT
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -48,7 +48,7 @@ def server_command(master: str, host: str = "127.0.0.1", port: int = CONNECT_POR
     import os
 
     from kafka_recon.settings import class_archive_path, spark_jars
-    from kafka_recon.spark.session import archive_options, driver_conf, spark_conf
+    from kafka_recon.spark.conf import archive_options, driver_conf, spark_conf
 
     conf = driver_conf(spark_conf(), archive_options(class_archive_path()))
     env = {**os.environ}

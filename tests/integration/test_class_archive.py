@@ -21,7 +21,8 @@ CLI = str(Path(sys.executable).parent / "kafka-recon")
 PROBE = """
 import json, sys
 from pathlib import Path
-from kafka_recon.spark.session import archive_options, session
+from kafka_recon.spark.conf import archive_options
+from kafka_recon.spark.session import session
 s = session("probe", master="local[1]", driver_options=archive_options(Path(sys.argv[1])))
 pid = int(s.sparkContext._jvm.ProcessHandle.current().pid())
 mapped = sys.argv[1] in Path(f"/proc/{pid}/maps").read_text()

@@ -7,7 +7,7 @@ import pytest
 
 from kafka_recon.errors import UsageError
 from kafka_recon.settings import DEFAULT_JVM_OPTIONS, class_archive_path
-from kafka_recon.spark.session import archive_options, driver_conf, spark_conf
+from kafka_recon.spark.conf import archive_options, driver_conf, spark_conf
 
 pytestmark = pytest.mark.unit
 
@@ -129,7 +129,7 @@ def test_a_spark_connect_server_is_started_with_a_runs_own_jars_jvm_options_and_
 
 
 def test_a_session_of_a_server_sets_only_the_sql_settings_the_server_cannot_have_for_it() -> None:
-    from kafka_recon.spark.session import session_conf
+    from kafka_recon.spark.conf import session_conf
 
     assert session_conf() == {"spark.sql.session.timeZone": "UTC",
                               "spark.sql.shuffle.partitions": "8",

@@ -13,7 +13,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from kafka_recon.airflow.ownership import run_owner
 from kafka_recon.airflow.run_args import RunArgs
 from kafka_recon.settings import spark_jobs_dir
-from kafka_recon.spark.session import spark_conf
+from kafka_recon.spark.conf import spark_conf
 
 
 class ReconSparkSubmitOperator(SparkSubmitOperator):
@@ -91,7 +91,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         """This worker's class archive, when made, for the driver spark-submit starts here
         (kafka_recon.spark.classes); a driver started elsewhere finds none and goes without."""
         from kafka_recon.settings import class_archive_path
-        from kafka_recon.spark.session import archive_options, driver_conf
+        from kafka_recon.spark.conf import archive_options, driver_conf
 
         self.conf = driver_conf(dict(self.conf or {}), archive_options(class_archive_path()))
 
