@@ -280,6 +280,13 @@ RULES.append(Rule(
     lambda f: [Hit(f"missing ACL: {acl}", "granted",
                    ACL_COSTS["Cluster" if ":kafka-cluster" in acl else "Topic"])
                for acl in f.skipped]))
+# the admin errors that mean the principal may not: never asked again
+def _denied() -> tuple[int, ...]:
+    from confluent_kafka import KafkaError
+
+    return (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+
+
 # a health finding that makes a run inconclusive: the window could not be read whole
 BLOCKING = {"H2-below-min-isr", "H3-no-leader"}
 
@@ -316,91 +323,88 @@ def client_settings(declared: ClientProps, properties: str | None,
     return merged
 
 
-def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
-                 ep: KafkaEndpoint | None = None) -> Facts:
-    from confluent_kafka import (
-        KafkaError,
-        KafkaException,
-        TopicPartition,
-    )
+def _settled(ask: Callable[[], Any], tries: int = 15) -> Any:
+    """An admin request asked until a broker answers it: a broker that has not yet seen a new
+    topic answers UNKNOWN_TOPIC_OR_PART, and one that just died does not answer at all: both
+    are asked again (another broker answers). A refusal (an ACL) is final."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    for n in range(tries):
+        try:
+            return ask()
+        except concurrent.futures.TimeoutError:
+            if n == tries - 1:
+                raise
+        except KafkaException as exc:
+            if exc.args[0].code() in _denied():
+                raise
+            if n == tries - 1 or not exc.args[0].retriable() and exc.args[0].code() not in (
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT):
+                raise
+        time.sleep(0.3)
+    return None
+
+
+def _cluster_facts(tier: KafkaTier, ep: KafkaEndpoint, skipped: list[str]
+                   ) -> tuple[list[dict[str, Any]], dict[str, str] | None,
+                              dict[str, str] | None]:
+    """The topic's partitions, its settings and a broker's; a setting the principal may not
+    read is None, with the missing ACL added to `skipped`."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    from kafka_recon.sources.topic import (
-        Client,
-        _first_timestamp,
-        committed_offsets,
-        open_client,
-        topic_metadata,
-    )
+    from kafka_recon.sources.topic import Client, topic_metadata
 
-    ep = ep or endpoint(tier)
     client = Client(ep, "admin")
-    admin = client.handle
-    denied_codes = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+    # plain metadata (any live broker answers), not DescribeTopics, which waits for the
+    # broker the client takes for controller even when that one just died
+    cluster_md, md = topic_metadata(client, tier.topic)
+    partitions = [{"id": p.id, "leader": p.leader, "replicas": sorted(p.replicas),
+                   "isr": sorted(p.isrs)} for p in sorted(md.partitions.values(),
+                                                          key=lambda p: p.id)]
+    res = ConfigResource(ResourceType.TOPIC, tier.topic)
 
-    def settled(ask: Callable[[], Any], tries: int = 15) -> Any:
-        # a broker that has not yet seen a new topic answers UNKNOWN_TOPIC_OR_PART, and one
-        # that just died does not answer at all: both are asked again (another broker answers)
-        for n in range(tries):
-            try:
-                return ask()
-            except concurrent.futures.TimeoutError:
-                if n == tries - 1:
-                    raise
-            except KafkaException as exc:
-                if exc.args[0].code() in denied_codes:
-                    raise
-                if n == tries - 1 or not exc.args[0].retriable() and exc.args[0].code() not in (
-                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT):
-                    raise
-            time.sleep(0.3)
-        return None
+    # routed to the broker the client takes for controller: a fresh client per attempt
+    # re-reads metadata, where KRaft names a live broker
+    def topic_configs() -> Any:
+        with Client(ep, "admin") as fresh:
+            return fresh.handle.describe_configs([res], request_timeout=5)[res].result(6)
 
-    skipped: list[str] = []
+    topic_cfg: dict[str, str] | None = None
     try:
-        # plain metadata (any live broker answers), not DescribeTopics, which waits for the
-        # broker the client takes for controller even when that one just died
-        cluster_md, md = topic_metadata(client, tier.topic)
-        partitions = [{"id": p.id, "leader": p.leader, "replicas": sorted(p.replicas),
-                       "isr": sorted(p.isrs)} for p in sorted(md.partitions.values(),
-                                                              key=lambda p: p.id)]
-        res = ConfigResource(ResourceType.TOPIC, tier.topic)
-        # routed to the broker the client takes for controller: a fresh client per attempt
-        # re-reads metadata, where KRaft names a live broker
-        def topic_configs() -> Any:
-            with Client(ep, "admin") as fresh:
-                return fresh.handle.describe_configs([res], request_timeout=5)[res].result(6)
-
-        topic_cfg: dict[str, str] | None = None
+        topic_cfg = {k: e.value for k, e in _settled(topic_configs).items()}
+    except KafkaException as exc:
+        if exc.args[0].code() not in _denied():
+            raise
+        skipped.append(f"DESCRIBE_CONFIGS on Topic:{tier.topic}")
+    broker_cfg: dict[str, str] | None = {}
+    # metadata may still list a broker that just died: ask the next one
+    for node_id in sorted(cluster_md.brokers):
+        broker = ConfigResource(ResourceType.BROKER, str(node_id))
         try:
-            topic_cfg = {k: e.value for k, e in settled(topic_configs).items()}
+            broker_cfg = {k: e.value for k, e in
+                          client.handle.describe_configs([broker])[broker].result(5).items()}
+            break
         except KafkaException as exc:
-            if exc.args[0].code() not in denied_codes:
-                raise
-            skipped.append(f"DESCRIBE_CONFIGS on Topic:{tier.topic}")
-        broker_cfg: dict[str, str] | None = {}
-        # metadata may still list a broker that just died: ask the next one
-        for node_id in sorted(cluster_md.brokers):
-            broker = ConfigResource(ResourceType.BROKER, str(node_id))
-            try:
-                broker_cfg = {k: e.value for k, e in
-                              admin.describe_configs([broker])[broker].result(5).items()}
+            if exc.args[0].code() in _denied():
+                skipped.append("DESCRIBE_CONFIGS on Cluster:kafka-cluster")
+                broker_cfg = None
                 break
-            except KafkaException as exc:
-                if exc.args[0].code() in denied_codes:
-                    skipped.append("DESCRIBE_CONFIGS on Cluster:kafka-cluster")
-                    broker_cfg = None
-                    break
-                continue
-            except concurrent.futures.TimeoutError:
-                continue
-    except (KafkaException, concurrent.futures.TimeoutError) as exc:
-        raise TopicError(f"topic '{tier.topic}' on {ep.where}: "
-                         f"{exc or 'no answer'}") from exc
+            continue
+        except concurrent.futures.TimeoutError:
+            continue
+    return partitions, topic_cfg, broker_cfg
 
-    now_ms = now_ms or int(time.time() * 1000)
+
+def _group_facts(tier: KafkaTier, ep: KafkaEndpoint, parts: list[int], now_ms: int
+                 ) -> dict[str, dict[str, Any]]:
+    """Each production group's lag on the topic and the age of the oldest record it has not
+    consumed."""
+    from confluent_kafka import TopicPartition
+
+    from kafka_recon.sources.topic import _first_timestamp, committed_offsets, open_client
+
     groups: dict[str, dict[str, Any]] = {}
-    parts = [p["id"] for p in partitions]
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups, parts)
     consumer = open_client(ep, {"enable.auto.commit": False,
                                 "group.id": f"{GROUP_PREFIX}audit-{uuid.uuid4()}"})
@@ -419,6 +423,24 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
             groups[group] = {"lag": lag, "oldest_unconsumed_age_ms": oldest}
     finally:
         consumer.close()
+    return groups
+
+
+def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
+                 ep: KafkaEndpoint | None = None) -> Facts:
+    """What the rules read of one topic: its partitions and settings, a broker's settings,
+    its production groups' lag, and its clients' declared settings."""
+    from confluent_kafka import KafkaException
+
+    ep = ep or endpoint(tier)
+    skipped: list[str] = []
+    try:
+        partitions, topic_cfg, broker_cfg = _cluster_facts(tier, ep, skipped)
+    except (KafkaException, concurrent.futures.TimeoutError) as exc:
+        raise TopicError(f"topic '{tier.topic}' on {ep.where}: "
+                         f"{exc or 'no answer'}") from exc
+    groups = _group_facts(tier, ep, [p["id"] for p in partitions],
+                          now_ms or int(time.time() * 1000))
     return Facts(tier.topic, partitions, topic_cfg, broker_cfg, groups,
                  client_settings(tier.producer, tier.producer_properties, base),
                  client_settings(tier.consumer, tier.consumer_properties, base), skipped)

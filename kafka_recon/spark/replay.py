@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -361,16 +362,48 @@ def read_ranges(ep: KafkaEndpoint, flow: Flow, tier: KafkaTier, window: Window
                           Window.millis(window.closes_at + flow.disorder))
 
 
+@dataclass(frozen=True)
+class _Reads:
+    """How one topic's window is read, replay after replay."""
+
+    spark: SparkSession
+    flow: Flow
+    tier: KafkaTier
+    window: Window                 # with the topic's own grace
+    ep: KafkaEndpoint
+    ranges: list[PartitionRange]   # the offsets read: the window widened by the disorder margin
+    schemas: dict[int, RegistrySchema] | None   # none: JSON values
+    wanted: int
+
+    def fresh(self, i: int, retry: str = "") -> tuple[str, DataFrame]:
+        """The window read under a fresh consumer group of its own."""
+        from kafka_recon.sources.topic import GROUP_PREFIX
+
+        group = f"{GROUP_PREFIX}{self.flow.name}-{uuid.uuid4().hex[:12]}-r{i}{retry}"
+        return group, read_window(self.spark, self.ep, self.tier.topic, self.ranges, group,
+                                  self.tier.isolation_level)
+
+    def records(self, raw: DataFrame) -> DataFrame:
+        # a digest per record only when a later replay will compare with it
+        return extract_records(raw.withColumn("digest", record_digest())
+                               if self.wanted > 1 else raw, self.flow.record_of(self.tier),
+                               self.schemas, self.flow.drops_after(self.tier))
+
+    def summarised(self, records: DataFrame) -> dict[str, Any]:
+        # an aggregate always yields exactly one row; the exact decimal sums as text
+        w = self.window
+        row = summarize(records, w.start, w.end, w.closes_at,
+                        self.flow.disorder).collect()[0].asDict()
+        return {k: _text(v) if k in ("fingerprint", "digest") else v for k, v in row.items()}
+
+
 def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
                  folder: RunFolder, replays_wanted: int | None = None, keep_records: bool = True
                  ) -> tuple[TopicReplays, DataFrame]:
     """Replay one topic's window `replays_wanted` times (default: the flow's count).
 
     Returns its entry of replays.json and its first replay's records, cached: the reconcile
-    step of the same application reads them from memory. Each replay is one pass over Kafka:
-    the first caches its records as it summarises them; a later one only sums its records'
-    digests, and is summarised as the first when they match (`same_records`), else from one
-    more read of its own (a record changed or vanished between the reads). `keep_records` also
+    step of the same application reads them from memory (`replays`). `keep_records` also
     writes the first replay's records to `replays/<tier>/r1/` (Parquet), for a reconcile step
     run as another application, or to look at. The topic's own grace (a mirror lags) sets
     when its window closes.
@@ -379,16 +412,10 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
 
     from kafka_recon.cluster.mirror import mirror_commits
     from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.topic import (
-        GROUP_PREFIX,
-        as_json,
-        committed_offsets,
-        window_offsets,
-    )
+    from kafka_recon.sources.topic import as_json, committed_offsets, window_offsets
     from kafka_recon.window import Window
 
     window = replace(window, grace=flow.grace_of(tier))
-    record = flow.record_of(tier)
     ep = endpoint(tier)
     # the window's offsets (the estimate, retention) and the wider ones read (the disorder
     # margin on both sides)
@@ -398,53 +425,10 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any
-    schemas = window_schemas(spark, ep, tier, record, read)
-    replays: list[ReplayRun] = []
-    first: DataFrame | None = None
-
-    def fresh_read(i: int, retry: str = "") -> tuple[str, DataFrame]:
-        group = f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-r{i}{retry}"
-        return group, read_window(spark, ep, tier.topic, read, group, tier.isolation_level)
-
-    wanted = replays_wanted or flow.replays
-
-    def records_of(raw: DataFrame) -> DataFrame:
-        # a digest per record only when a later replay will compare with it
-        return extract_records(raw.withColumn("digest", record_digest()) if wanted > 1 else raw,
-                               record, schemas, flow.drops_after(tier))
-
-    def summarised(records: DataFrame) -> dict[str, Any]:
-        # an aggregate always yields exactly one row; the exact decimal sums as text
-        row = summarize(records, window.start, window.end, window.closes_at,
-                        flow.disorder).collect()[0].asDict()
-        return {k: _text(v) if k in ("fingerprint", "digest") else v for k, v in row.items()}
-
-    for i in range(1, wanted + 1):
-        group, raw = fresh_read(i)
-        if first is None:
-            # one pass: the summary fills the cache the reconcile step reads
-            first = records_of(raw).cache()
-            entry = ReplayRun(group=group, **summarised(first))
-            if keep_records:
-                target = folder.replay_dir(i, tier.name)
-                # overwrite: re-running the window replaces this replay
-                first.write.mode("overwrite").parquet(str(target))
-                entry.path = str(target)
-        else:
-            got = digests(raw, record).collect()[0]
-            if (got["read"], _text(got["digest"])) == (replays[0].read, replays[0].digest):
-                # the very same records: every figure of the summary is the first's
-                entry = replays[0].model_copy(update={"path": None, "group": group,
-                                                      "same_records": True})
-            else:
-                # other records: this replay's own ids, from one more read (a fresh group)
-                group, raw = fresh_read(i, "b")
-                entry = ReplayRun(group=group, **summarised(records_of(raw)),
-                                  same_records=False,
-                                  first_read=FirstRead(read=got["read"],
-                                                       digest=_text(got["digest"])))
-        replays.append(entry)
-    assert first is not None  # a flow replays at least once (config)
+    reads = _Reads(spark, flow, tier, window, ep, read,
+                   window_schemas(spark, ep, tier, flow.record_of(tier), read),
+                   replays_wanted or flow.replays)
+    runs, first = replays(reads, folder, keep_records)
     out = TopicReplays(
         tier=tier.name,
         offsets=[OffsetRange.model_validate(r) for r in as_json(ranges)],
@@ -453,9 +437,46 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
         estimate=sum(r.end - r.start for r in ranges),
         committed={g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
         grace_seconds=int(window.grace.total_seconds()),
-        replays=replays,
+        replays=runs,
     )
     return out, first
+
+
+def replays(reads: _Reads, folder: RunFolder, keep_records: bool
+            ) -> tuple[list[ReplayRun], DataFrame]:
+    """Each replay of the window, and the first one's records, cached. Each replay is one pass
+    over Kafka: the first caches its records as it summarises them; a later one only sums its
+    records' digests, and is summarised as the first when they match (`same_records`), else
+    from one more read of its own (a record changed or vanished between the reads)."""
+    runs: list[ReplayRun] = []
+    first: DataFrame | None = None
+    for i in range(1, reads.wanted + 1):
+        group, raw = reads.fresh(i)
+        if first is None:
+            # one pass: the summary fills the cache the reconcile step reads
+            first = reads.records(raw).cache()
+            entry = ReplayRun(group=group, **reads.summarised(first))
+            if keep_records:
+                target = folder.replay_dir(i, reads.tier.name)
+                # overwrite: re-running the window replaces this replay
+                first.write.mode("overwrite").parquet(str(target))
+                entry.path = str(target)
+        else:
+            got = digests(raw, reads.flow.record_of(reads.tier)).collect()[0]
+            if (got["read"], _text(got["digest"])) == (runs[0].read, runs[0].digest):
+                # the very same records: every figure of the summary is the first's
+                entry = runs[0].model_copy(update={"path": None, "group": group,
+                                                   "same_records": True})
+            else:
+                # other records: this replay's own ids, from one more read (a fresh group)
+                group, raw = reads.fresh(i, "b")
+                entry = ReplayRun(group=group, **reads.summarised(reads.records(raw)),
+                                  same_records=False,
+                                  first_read=FirstRead(read=got["read"],
+                                                       digest=_text(got["digest"])))
+        runs.append(entry)
+    assert first is not None  # a flow replays at least once (config)
+    return runs, first
 
 
 def _text(value: Any) -> str | None:

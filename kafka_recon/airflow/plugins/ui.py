@@ -1,4 +1,5 @@
-"""The "Reconciliation" page of the Airflow UI: a FastAPI app the plugin in plugins/ mounts.
+"""The "Reconciliation" page of the Airflow UI: a FastAPI app the plugin mounts
+(kafka_recon.airflow.plugins.reconciliation).
 
 Airflow 3 serves plugin FastAPI apps from its api-server, under a prefix (/recon), and shows an
 external view of it in its navigation. Every route requires Airflow's own login: the JWT the UI
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from fastapi import HTTPException
 
 PREFIX = "/recon"
 
@@ -64,34 +67,48 @@ def readable_flows(user: Any, flows: set[str]) -> set[str]:
     return {dags[d] for d in allowed if d in dags}
 
 
+class Forbidden(HTTPException):
+    """Logged in, but not allowed to read this flow: no login page helps."""
+
+    def __init__(self, flow: str) -> None:
+        super().__init__(403, f"you may not read flow '{flow}' (its DAG)")
+
+
+def _require(user: Any, flow: str) -> None:
+    if flow not in readable_flows(user, {flow}):
+        raise Forbidden(flow)
+
+
+def _readable_rows(user: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    allowed = readable_flows(user, {r["flow"] for r in rows})
+    return [r for r in rows if r["flow"] in allowed]
+
+
+def _root() -> Path:
+    from kafka_recon.settings import runs_root
+
+    return runs_root()
+
+
 def create_app() -> Any:
-    from airflow.api_fastapi.core_api.security import get_user
-    from fastapi import Depends, FastAPI, HTTPException, Request
-    from fastapi.responses import (
-        FileResponse,
-        HTMLResponse,
-        JSONResponse,
-        RedirectResponse,
-        Response,
-    )
-    from jinja2 import Environment, PackageLoader, select_autoescape
+    """The page's FastAPI app: the page and its API, the metrics, the run files; every route
+    behind Airflow's login and each flow behind its DAG's permission."""
+    from fastapi import FastAPI
 
     app = FastAPI(title="kafka-recon", docs_url=None, redoc_url=None, openapi_url=None)
-    env = Environment(loader=PackageLoader("kafka_recon", "templates"),
-                      autoescape=select_autoescape(default=True))
+    _login_first(app)
+    _page_routes(app)
+    _metrics_route(app)
+    _run_file_route(app)
+    return app
 
-    class Forbidden(HTTPException):
-        """Logged in, but not allowed to read this flow: no login page helps."""
 
-        def __init__(self, flow: str) -> None:
-            super().__init__(403, f"you may not read flow '{flow}' (its DAG)")
-
-    def _require(user: Any, flow: str) -> None:
-        if flow not in readable_flows(user, {flow}):
-            raise Forbidden(flow)
+def _login_first(app: Any) -> None:
+    from fastapi import Request
+    from fastapi.responses import JSONResponse, RedirectResponse, Response
 
     @app.exception_handler(HTTPException)
-    async def _login_first(request: Request, exc: HTTPException) -> Response:
+    async def login_first(request: Request, exc: HTTPException) -> Response:
         # a person (a browser asking for HTML) goes to the login page, a program gets the code
         if exc.status_code in (401, 403) and not isinstance(exc, Forbidden) \
                 and "text/html" in request.headers.get("accept", ""):
@@ -100,15 +117,21 @@ def create_app() -> Any:
             return RedirectResponse(f"/auth/login/?next={quote(str(request.url))}", 303)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
 
-    def _root() -> Path:
-        from kafka_recon.settings import runs_root
 
-        return runs_root()
+def _page_routes(app: Any) -> None:
+    """The page, its rows as JSON, and each flow's history chart."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi import Depends
+    from fastapi.responses import HTMLResponse, Response
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    from kafka_recon.outputs import history
+
+    env = Environment(loader=PackageLoader("kafka_recon", "templates"),
+                      autoescape=select_autoescape(default=True))
 
     @app.get("/", response_class=HTMLResponse)
     def index(user: Any = Depends(get_user)) -> str:
-        from kafka_recon.outputs import history
-
         eng = history.engine()
         root = _root()
         latest = page_rows(_readable_rows(user, history.latest_per_flow(eng)), root)
@@ -117,9 +140,26 @@ def create_app() -> Any:
         return env.get_template("ui.html.j2").render(
             latest=latest, recent=recent, user=getattr(user, "get_name", lambda: "")())
 
-    def _readable_rows(user: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        allowed = readable_flows(user, {r["flow"] for r in rows})
-        return [r for r in rows if r["flow"] in allowed]
+    @app.get("/api/latest")
+    def api_latest(user: Any = Depends(get_user)) -> list[dict[str, Any]]:
+        return page_rows(_readable_rows(user, history.latest_per_flow()), _root())
+
+    @app.get("/charts/{flow}.png")
+    def chart(flow: str, user: Any = Depends(get_user)) -> Response:
+        from kafka_recon.outputs.chart import history_chart
+
+        _require(user, flow)
+        rows = history.flow_runs(flow, 60)
+        if not rows:
+            raise HTTPException(404, f"no recorded run of flow '{flow}'")
+        return Response(history_chart(flow, rows), media_type="image/png")
+
+
+def _metrics_route(app: Any) -> None:
+    """Prometheus metrics: every flow for a scraper holding the metrics token, the flows a
+    logged-in user may read for anyone else."""
+    from fastapi import Depends, Request
+    from fastapi.responses import Response
 
     async def scraper(request: Request) -> Any:
         """None for a scraper holding the metrics token (it sees every flow); else the
@@ -154,22 +194,12 @@ def create_app() -> Any:
             flows = readable_flows(user, {r["flow"] for r in history.latest_per_flow()})
         return Response(exposition(flows=flows), media_type=CONTENT_TYPE)
 
-    @app.get("/api/latest")
-    def api_latest(user: Any = Depends(get_user)) -> list[dict[str, Any]]:
-        from kafka_recon.outputs import history
 
-        return page_rows(_readable_rows(user, history.latest_per_flow()), _root())
-
-    @app.get("/charts/{flow}.png")
-    def chart(flow: str, user: Any = Depends(get_user)) -> Response:
-        from kafka_recon.outputs import history
-        from kafka_recon.outputs.chart import history_chart
-
-        _require(user, flow)
-        rows = history.flow_runs(flow, 60)
-        if not rows:
-            raise HTTPException(404, f"no recorded run of flow '{flow}'")
-        return Response(history_chart(flow, rows), media_type="image/png")
+def _run_file_route(app: Any) -> None:
+    """A run's report, id files and Data Docs, and nothing else of its folder."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi import Depends
+    from fastapi.responses import FileResponse
 
     @app.get("/runs/{flow}/{window}/{rest:path}")
     def run_file(flow: str, window: str, rest: str, user: Any = Depends(get_user)
@@ -188,5 +218,3 @@ def create_app() -> Any:
         if path is None:
             raise HTTPException(404, f"not a run artefact: {flow}/{window}/{rest}")
         return FileResponse(path)
-
-    return app
