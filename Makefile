@@ -11,7 +11,7 @@ MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 # are the live-scheduler test's three 5-minute windows)
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: all setup venv jars reader classes demo ui drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus
+.PHONY: all setup venv jars reader classes demo ui docs drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus
 
 all: setup
 
@@ -70,6 +70,11 @@ demo: setup
 # Airflow on loopback with the demo flow's history on the Reconciliation page; Ctrl-C stops it
 ui: setup postgres
 	$(PY) -m harness.demo.ui
+
+# the documents made from the code: docs/layers.md (the import graph) and docs/schemas/ (the
+# JSON Schema of result.json and of every file a run writes); a unit test fails when stale
+docs: setup
+	$(PY) -m harness.docs
 
 # the loss drill: all nineteen scenarios on a real three-broker cluster and a Flume agent;
 # writes docs/drill.md and docs/drill.json. DRILL_ARGS="--scenario S2 S5" for a subset, whose

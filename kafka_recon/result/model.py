@@ -187,6 +187,10 @@ class WindowJson(_Model):
 
 
 class Result(_Model, RunFile):
+    """result.json: one run's answer for one flow and window: every tier's and hop's counts,
+    the replays, the findings (each with its side, hop, ids and cause) and, when the run could
+    not see everything, the reasons it is inconclusive."""
+
     FILE = "result"
     _optional = frozenset({"bucket_seconds", "grace_seconds"})
     flow: str

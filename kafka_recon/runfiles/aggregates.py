@@ -143,6 +143,9 @@ class RetentionSplit(Part):
 
 
 class Aggregates(RunFile):
+    """reconcile.json: each point's and hop's counts per bucket, where the id files are, and
+    the evidence of causes."""
+
     FILE = "aggregates"
     tiers: list[TierTally]             # every point of the flow, in its order
     hops: list[HopTally]

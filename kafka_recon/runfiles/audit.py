@@ -25,6 +25,8 @@ class Risk(Part):
 
 
 class Audit(RunFile):
+    """audit.json: the configuration and health risks found on the flow's topics."""
+
     FILE = "audit"
     risks: list[Risk] = []
 

@@ -52,6 +52,9 @@ class Timeline(Part):
 
 
 class Flight(RunFile):
+    """flight.json: the flight recorder's timeline of each of the flow's topics around the
+    window."""
+
     FILE = "flight"
     topics: dict[str, Timeline] = {}   # by topic tier name
 

@@ -15,6 +15,8 @@ class StepEntry(Part):
 
 
 class Journal(RunFile):
+    """steps.json: when each step of the run started and how it ended."""
+
     FILE = "journal"
     steps: dict[str, StepEntry] = {}   # "stage", "stage <tier>", "replay", ...
 
@@ -26,6 +28,8 @@ class Journal(RunFile):
 
 
 class Owner(RunFile):
+    """.owner.json: the run that holds the window's folder, since when, from where."""
+
     FILE = "owner"
     owner: str
     since: str

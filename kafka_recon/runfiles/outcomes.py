@@ -32,6 +32,9 @@ class Volume(Part):
 
 
 class Validation(RunFile):
+    """validation.json: each Great Expectations suite's outcome over the result, where the
+    Data Docs are, and the volume band checked."""
+
     FILE = "validation"
     success: bool
     suites: dict[str, SuiteOutcome]
@@ -49,6 +52,8 @@ class AlertOutcome(Part):
 
 
 class Alerts(RunFile):
+    """alerts.json: what each Slack or PagerDuty alert of the flow did for the window."""
+
     FILE = "alerts"
     alerts: list[AlertOutcome] = []
 
@@ -64,8 +69,9 @@ class Alerts(RunFile):
 
 
 class Timings(RunFile):
-    """Seconds per step, and the Spark jobs each ran (absent through Spark Connect, which
-    tells its sessions nothing of jobs)."""
+    """timings.json: seconds per step, and the Spark jobs each ran (absent through Spark
+    Connect, which tells its sessions nothing of jobs)."""
+
     FILE = "timings"
     laps: dict[str, float] = {}
     spark_jobs: dict[str, int] | None = None

@@ -51,6 +51,8 @@ class TopicReplays(Part):
 
 
 class Replays(RunFile):
+    """replays.json: each topic's window as the replay step read it, in the flow's order."""
+
     FILE = "replays"
     topics: list[TopicReplays]
 

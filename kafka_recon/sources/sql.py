@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_recon.config import SqlTier
-from kafka_recon.errors import SqlTierError
+from kafka_recon.errors import ConnectionUnusable, SqlTierError
 from kafka_recon.runfiles.stage import StagedPoint
 from kafka_recon.sources.connections import UTC_SESSION, resolve, where
 from kafka_recon.window import Window
@@ -26,8 +26,8 @@ def _engine(tier: SqlTier) -> tuple[Any, str]:
 
     try:
         url = resolve(tier.conn)
-    except SqlTierError as exc:
-        raise SqlTierError(f"tier '{tier.name}': {exc}") from None
+    except ConnectionUnusable as exc:
+        raise ConnectionUnusable(f"tier '{tier.name}': {exc}") from None
     u = make_url(url)
     # SQLite would silently create an empty file where a database was expected
     if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).exists():
@@ -88,7 +88,10 @@ def stage_sql_tier(tier: SqlTier, window: Window, bucket: timedelta) -> StagedPo
 def _bucket_key(value: Any, window: Window, bucket: timedelta, tier: str) -> str:
     """A count query's bucket value, aligned to the flow's bucket and written in UTC."""
     if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass  # refused below, naming the tier
     if not isinstance(value, datetime):
         raise SqlTierError(f"tier '{tier}': the counts query's 'bucket' must be a time, "
                           f"got {value!r}")

@@ -16,8 +16,8 @@ from kafka_recon.outputs import history
 from kafka_recon.outputs.report import render_report
 from kafka_recon.runfolder import RunFolder
 from tests.factories import FLOWS
-from tests.unit.test_history import DAY, result
-from tests.unit.test_report import _bucketed
+from tests.unit.outputs.test_history import DAY, result
+from tests.unit.outputs.test_report import _bucketed
 
 pytestmark = pytest.mark.integration
 

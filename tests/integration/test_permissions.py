@@ -35,7 +35,7 @@ def _user(name: str, role: str) -> list[str]:
 @pytest.fixture(scope="module")
 def server(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowServers]:
     from kafka_recon.outputs import history
-    from tests.unit.test_history import DAY, result
+    from tests.unit.outputs.test_history import DAY, result
 
     work = tmp_path_factory.mktemp("perm")
     runs = work / "runs"

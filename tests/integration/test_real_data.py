@@ -142,7 +142,7 @@ def test_a_malformed_event_time_is_unidentifiable_and_every_good_record_still_co
 
 
 # Debezium's ts_ms on the real broker; every unit and format is read by the same column
-# function, each checked against the same instant in tests/unit/test_records.py
+# function, each checked against the same instant in tests/unit/spark/test_records.py
 @pytest.mark.parametrize(("fmt", "scale"), [("epoch_ms", 10**3)])
 def test_epoch_event_times_reconcile_against_the_same_rows_in_sql(
         kafka: KafkaCluster, tmp_path: Path, spark: Any, fmt: str, scale: int) -> None:
@@ -222,7 +222,7 @@ def _debezium(op: str, row_id: int, t: Any, with_schema: bool, *, deleted_before
     return json.dumps(key).encode(), json.dumps(payload).encode()
 
 
-# with the schema part here; without it, the same events in tests/unit/test_records.py
+# with the schema part here; without it, the same events in tests/unit/spark/test_records.py
 @pytest.mark.parametrize("with_schema", [True])
 def test_a_debezium_topic_reconciles_creates_updates_deletes_and_tombstones(
         kafka: KafkaCluster, tmp_path: Path, spark: Any, with_schema: bool) -> None:

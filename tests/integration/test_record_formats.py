@@ -114,7 +114,7 @@ def test_an_avro_topic_with_two_schema_versions_reconciles_exactly_and_names_wha
 
 
 def kafka_rows(spark: Any, values: list[bytes]) -> Any:
-    from tests.unit.test_transforms import KAFKA_ROWS
+    from tests.unit.spark.frames import KAFKA_ROWS
 
     return spark.createDataFrame([(b"k", v, 0, n, at(n)) for n, v in enumerate(values)],
                                  KAFKA_ROWS)

@@ -127,18 +127,18 @@ def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
     out, first = P.replay_topic(spark, flow, flow.topic_tier, window,
                                 RunFolder(tmp_path / "same"), keep_records=False)
     first.unpersist()
-    r1, r2 = out["replays"]
-    assert r2["same_records"] is True and r2["group"] != r1["group"]
-    assert {k: r2[k] for k in ("read", "count", "distinct", "fingerprint", "digest")} == \
-        {k: r1[k] for k in ("read", "count", "distinct", "fingerprint", "digest")}
+    r1, r2 = out.replays
+    assert r2.same_records is True and r2.group != r1.group
+    same = {"read", "count", "distinct", "fingerprint", "digest"}
+    assert r2.model_dump(include=same) == r1.model_dump(include=same)
 
     # a single replay has nothing to compare with: no digest is computed
     out, first = P.replay_topic(spark, flow, flow.topic_tier, window,
                                 RunFolder(tmp_path / "one"), replays_wanted=1,
                                 keep_records=False)
     first.unpersist()
-    [only] = out["replays"]
-    assert "digest" not in only and (only["count"], only["distinct"]) == (50, 50)
+    [only] = out.replays
+    assert only.digest is None and (only.count, only.distinct) == (50, 50)
 
     real = P.digests
 
@@ -159,8 +159,8 @@ def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
     out, first = P.replay_topic(spark, flow, flow.topic_tier, window,
                                 RunFolder(tmp_path / "changed"), keep_records=False)
     first.unpersist()
-    r1, r2 = out["replays"]
-    assert r2["same_records"] is False
-    assert r2["first_read"]["digest"] != r1["digest"] and r2["group"].endswith("-r2b")
-    assert (r2["count"], r2["distinct"]) == (r1["count"], r1["distinct"]) == (50, 50)
-    assert r2["fingerprint"] != r1["fingerprint"]  # id 50 became id 999
+    r1, r2 = out.replays
+    assert r2.same_records is False and r2.first_read is not None
+    assert r2.first_read.digest != r1.digest and r2.group.endswith("-r2b")
+    assert (r2.count, r2.distinct) == (r1.count, r1.distinct) == (50, 50)
+    assert r2.fingerprint != r1.fingerprint  # id 50 became id 999

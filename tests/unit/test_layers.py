@@ -5,76 +5,13 @@ Imports inside functions count too: a lazy import is still a dependency.
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-from kafka_recon.settings import REPO_ROOT
+from harness.docs import LAYERS, graph, layer_of, main
 
 pytestmark = pytest.mark.unit
 
-# bottom to top; a module may import its own layer or any below it
-LAYERS = [
-    ("errors", ["kafka_recon.errors", "kafka_recon"]),
-    ("settings", ["kafka_recon.settings"]),
-    ("values", ["kafka_recon.config", "kafka_recon.window"]),
-    ("run folder", ["kafka_recon.runfolder"]),
-    ("sources", ["kafka_recon.sources"]),
-    ("cluster", ["kafka_recon.cluster"]),
-    ("spark steps", ["kafka_recon.spark"]),
-    ("result", ["kafka_recon.result"]),
-    ("outputs", ["kafka_recon.outputs"]),
-    ("orchestration", ["kafka_recon.orchestrate"]),
-    ("faces", ["kafka_recon.faces", "kafka_recon.airflow", "kafka_recon.__main__"]),
-]
 NEVER = ("spark_jobs", "harness", "tests", "bench", "dags", "plugins")
-TREES = ("kafka_recon", "spark_jobs", "harness", "dags", "plugins", "bench")
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for tree in TREES for p in (REPO_ROOT / tree).rglob("*.py")}
-
-
-def imports_of(path: Path, known: set[str]) -> set[str]:
-    """Every module of ours this file imports, at the top or inside a function."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from pkg import mod` imports pkg.mod when that is a module
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        else:
-            continue
-        for name in names:
-            while name and name not in known:
-                name = name.rpartition(".")[0]
-            if name:
-                found.add(name)
-    return found
-
-
-def layer_of(module: str) -> int:
-    best = (-1, -1)  # (prefix length, layer)
-    for rank, (_, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
-                best = (len(prefix), rank)
-    return best[1]
-
-
-def graph() -> dict[str, set[str]]:
-    mods = modules()
-    known = set(mods)
-    return {m: imports_of(p, known) - {m} for m, p in mods.items()}
 
 
 def test_every_library_module_has_a_layer() -> None:
@@ -144,3 +81,9 @@ def test_no_import_cycle_anywhere() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_published_layers_and_schemas_are_what_the_code_makes() -> None:
+    """docs/layers.md and docs/schemas/ are generated (`make docs`): a change to an import or a
+    run file's model that is not published fails here."""
+    assert main(["--check"]) == 0

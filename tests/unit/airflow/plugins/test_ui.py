@@ -42,7 +42,7 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: _DagsAuthManager())
     from kafka_recon.outputs import history
-    from tests.unit.test_history import DAY, result
+    from tests.unit.outputs.test_history import DAY, result
 
     eng = history.engine(f"sqlite:///{tmp_path / 'h.db'}")
     for flow in ("orders", "clicks"):

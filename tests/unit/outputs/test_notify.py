@@ -12,7 +12,7 @@ from kafka_recon.outputs.report import render_report
 from kafka_recon.result.model import Result
 from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import mail_attach_max_bytes
-from tests.unit.test_report import _bucketed
+from tests.unit.outputs.test_report import _bucketed
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ import pytest
 
 from kafka_recon.outputs import history
 from kafka_recon.outputs.metrics import HistoryCollector, registry, run_seconds
-from tests.unit.test_history import DAY, result
+from tests.unit.outputs.test_history import DAY, result
 
 pytestmark = pytest.mark.unit
 

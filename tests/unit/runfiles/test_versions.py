@@ -1,0 +1,78 @@
+"""Every run file carries its schema version: a file an older kafka-recon wrote is upgraded as
+it is read, one a newer one wrote (or one that is not the contract) is refused in one line
+naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kafka_recon.errors import ResultError
+from kafka_recon.result.model import Result
+from kafka_recon.runfiles.journal import Journal
+from kafka_recon.runfiles.outcomes import Alerts, Timings
+from kafka_recon.runfiles.stage import Stage
+from kafka_recon.runfolder import RunFolder
+from tests.factories import result
+
+pytestmark = pytest.mark.unit
+
+
+def write(path: Path, data: object) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_files_written_before_versions_were_kept_are_read_as_version_1(tmp_path: Path) -> None:
+    stage = Stage.load(write(tmp_path / "stage.json", [
+        {"name": "db", "kind": "ids", "count": 3, "distinct": 3}]))
+    assert (stage.schema_version, stage.point("db").count) == (1, 3)
+    timings = Timings.load(write(tmp_path / "timings.json",
+                                 {"stage": 1.5, "spark_jobs": {"total": 4}}))
+    assert (timings.laps, timings.spark_jobs) == ({"stage": 1.5}, {"total": 4})
+    journal = Journal.load(write(tmp_path / "steps.json",
+                                 {"stage": {"state": "done", "at": "2026-11-20T00:00:00Z"}}))
+    assert journal.steps["stage"].state == "done"
+    alerts = Alerts.load(write(tmp_path / "alerts.json", [
+        {"type": "slack", "conn": "s", "event": "findings", "sent": False, "error": "E: x"}]))
+    assert alerts.failed == ["slack (s): E: x"]
+
+
+def test_a_result_without_a_version_reads_and_is_written_back_with_it_first(
+        tmp_path: Path) -> None:
+    old = result("orders").as_json()
+    old.pop("schema_version")
+    read = Result.load(write(tmp_path / "result.json", old))
+    assert read == result("orders")
+    folder = RunFolder(tmp_path / "run")
+    assert next(iter(json.loads(folder.write(read).read_text()))) == "schema_version"
+
+
+def test_a_file_from_a_newer_kafka_recon_is_refused_naming_it(tmp_path: Path) -> None:
+    newer = {**result("orders").as_json(), "schema_version": 2}
+    with pytest.raises(ResultError) as err:
+        Result.load(write(tmp_path / "result.json", newer))
+    assert str(err.value) == (f"{tmp_path / 'result.json'}: schema version 2 was written by a "
+                              "newer kafka-recon (this one reads up to 1)")
+
+
+def test_a_field_that_is_not_the_contract_is_refused_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ResultError, match=r"stage.json: field 'points.0.kind': Input should "
+                                          "be 'ids' or 'counts'"):
+        Stage.load(write(tmp_path / "stage.json", {
+            "schema_version": 1, "points": [{"name": "db", "kind": "rows", "count": 3}]}))
+    with pytest.raises(ResultError, match="field 'points.0.cuont': Extra inputs"):
+        Stage.load(write(tmp_path / "s2.json", {
+            "schema_version": 1, "points": [{"name": "db", "kind": "ids", "cuont": 3,
+                                             "count": 3}]}))
+
+
+def test_a_step_output_that_is_missing_names_the_step_that_should_have_written_it(
+        tmp_path: Path) -> None:
+    from kafka_recon.errors import StepFailed
+
+    with pytest.raises(StepFailed, match="stage.json is missing: the 'stage' step has not run"):
+        RunFolder(tmp_path).read(Stage, "stage")
+    assert RunFolder(tmp_path).read_if(Stage) is None
