@@ -1,12 +1,20 @@
 """The one failure policy of kafka-recon: every error it raises on purpose descends from here.
 
-Two families, and what each face does with them:
+The families, and what each face does with them:
 
 - `CannotRun`: the run cannot even be made (a bad flow config or window, a wrong command line,
-  missing jars). Nothing is written; the command exits 2 with one line naming what and where.
-- `SourceUnreadable`: a source (SQL database, Flume agent, Kafka topic, id schema) could not be
-  read. The run folder gets an `inconclusive` result naming the source, owners hear of it, and
-  the command exits 2.
+  missing jars, another run holding the window). Nothing is written; the command exits 2 with
+  one line naming what and where.
+- `SourceUnreadable`: a source could not be read, and its kind says which: `SqlTierError`
+  (a SQL tier's database or queries; `JdbcError` as Spark reads it), `ConnectionUnusable`
+  (a connection that cannot be resolved or driven), `FlumeError`, `TopicError` (the cluster,
+  the topic, or kafka-recon's client settings), `RegistryError` (the schema registry). The
+  run folder gets an `inconclusive` result naming the source, owners hear of it, and the
+  command exits 2.
+- `ResultError`: a run file (`result.json`, a step's file) that is not its contract or was
+  written by a newer kafka-recon: one line naming the file and the field.
+- `SparkUnavailable`, `StepFailed`: the Spark a run was sent to cannot be used, or a step
+  failed for another reason: the result is inconclusive naming the step.
 
 Anything else that escapes a step (a Spark error, a bug) is caught by the orchestration: the
 run's result becomes `inconclusive` naming the step that failed, and the command exits 2. Exit

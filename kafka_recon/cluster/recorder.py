@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from kafka_recon.config import Flow, KafkaTier
+from kafka_recon.runfiles.flight import Timeline
 from kafka_recon.sources.kafka_client import KafkaEndpoint
 from kafka_recon.window import iso_us, iso_z, parse_instant
 
@@ -187,29 +188,6 @@ class PartitionState:
         return self.leader < 0 or self.error is not None
 
 
-@dataclass
-class Timeline:
-    """What the recorder saw from `start` to `end` (JSON-ready through `as_json`)."""
-
-    snapshots: int = 0
-    first: datetime | None = None
-    last: datetime | None = None
-    largest_gap_s: float | None = None
-    covered: bool = False
-    events: list[dict[str, Any]] = field(default_factory=list)
-    members: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # per group: the most offsets retention had deleted below its commit at any snapshot
-    deleted_unread: dict[str, int] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"snapshots": self.snapshots,
-                "first": iso_z(self.first) if self.first else None,
-                "last": iso_z(self.last) if self.last else None,
-                "largest_gap_s": self.largest_gap_s, "covered": self.covered,
-                "events": self.events, "members": self.members,
-                "deleted_unread": self.deleted_unread}
-
-
 def _between(a: datetime, b: datetime) -> list[str]:
     return [iso_z(a), iso_z(b)]
 
@@ -267,7 +245,6 @@ def timeline(con: sqlite3.Connection, flow: str, topic: str, start: datetime, en
         "SELECT taken_at, partition, leader, leader_epoch, isr, log_end, error "
         "FROM partition_snapshot WHERE flow = ? AND topic = ? AND taken_at BETWEEN ? AND ? "
         "ORDER BY taken_at, partition", (flow, topic, lo, hi)).fetchall()
-    tl = Timeline()
     by_part: dict[int, list[PartitionState]] = {}
     times: list[datetime] = []
     for taken, part, leader, epoch, isr, log_end, error in rows:
@@ -277,19 +254,19 @@ def timeline(con: sqlite3.Connection, flow: str, topic: str, start: datetime, en
         by_part.setdefault(int(part), []).append(
             PartitionState(at, int(leader), epoch, tuple(json.loads(isr)), log_end, error))
     if not times:
-        return tl
+        return Timeline()
     gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
     inside = [t for t in times if start - MAX_GAP <= t <= end + MAX_GAP]
-    tl.snapshots, tl.first, tl.last = len(times), times[0], times[-1]
-    tl.largest_gap_s = max(gaps) if gaps else None
-    tl.covered = bool(inside) and inside[0] <= start and inside[-1] >= end and all(
-        g <= MAX_GAP.total_seconds() for g in gaps)
-    for part, states in sorted(by_part.items()):
-        tl.events += partition_events(states, part)
-    tl.events.sort(key=lambda e: (e["between"][0], e["partition"], e["event"]))
-    tl.members = group_members(con, flow, topic, lo, hi)
-    tl.deleted_unread = deleted_unread(con, flow, topic, lo, hi)
-    return tl
+    events = [e for part, states in sorted(by_part.items())
+              for e in partition_events(states, part)]
+    events.sort(key=lambda e: (e["between"][0], e["partition"], e["event"]))
+    return Timeline.model_validate({
+        "snapshots": len(times), "first": iso_z(times[0]), "last": iso_z(times[-1]),
+        "largest_gap_s": max(gaps) if gaps else None,
+        "covered": bool(inside) and inside[0] <= start and inside[-1] >= end and all(
+            g <= MAX_GAP.total_seconds() for g in gaps),
+        "events": events, "members": group_members(con, flow, topic, lo, hi),
+        "deleted_unread": deleted_unread(con, flow, topic, lo, hi)})
 
 
 def deleted_unread(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: str

@@ -35,10 +35,9 @@ def flight_over(flow: Flow, window: Window) -> Flight:
     con = recorder.connect(path)
     try:
         # each topic over its own window: its grace may be longer than the flow's
-        return Flight(topics={t.name: Timeline.model_validate(recorder.timeline(
+        return Flight(topics={t.name: recorder.timeline(
             con, flow.name, recorder.key_of(flow, t), window.start,
-            replace(window, grace=flow.grace_of(t)).closes_at).as_json())
-            for t in tiers})
+            replace(window, grace=flow.grace_of(t)).closes_at) for t in tiers})
     finally:
         con.close()
 

@@ -8,6 +8,7 @@ its ids itself later. A `counts:` tier is read here, whole: its query returns on
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -88,10 +89,8 @@ def stage_sql_tier(tier: SqlTier, window: Window, bucket: timedelta) -> StagedPo
 def _bucket_key(value: Any, window: Window, bucket: timedelta, tier: str) -> str:
     """A count query's bucket value, aligned to the flow's bucket and written in UTC."""
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):  # text that is no time is refused below
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass  # refused below, naming the tier
     if not isinstance(value, datetime):
         raise SqlTierError(f"tier '{tier}': the counts query's 'bucket' must be a time, "
                           f"got {value!r}")

@@ -85,7 +85,7 @@ def test_snapshot_records_leaders_offsets_and_the_groups_live_members(
     tl = recorder.timeline(recorder.connect(store), "orders", topic, before,
                            before + timedelta(seconds=1), margin=timedelta(minutes=1))
     assert tl.snapshots == 2 and tl.events == []
-    assert [x["client_id"] for x in tl.members[group]] == ["orders-loader"]
+    assert [x.client_id for x in tl.members[group]] == ["orders-loader"]
 
 
 def test_a_flow_whose_cluster_cannot_be_read_is_named_and_the_others_are_snapshotted(

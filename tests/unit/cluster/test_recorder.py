@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafka_recon.cluster import recorder
+from kafka_recon.runfiles.flight import Timeline
 from kafka_recon.window import iso_us
 
 pytestmark = pytest.mark.unit
@@ -33,7 +34,7 @@ def store(tmp_path: Path, states: list[tuple[int, int | None, list[int], int | N
     return con
 
 
-def events(con: recorder.sqlite3.Connection, minutes: int = 10) -> recorder.Timeline:
+def events(con: recorder.sqlite3.Connection, minutes: int = 10) -> Timeline:
     return recorder.timeline(con, "f", "t", T0, T0 + timedelta(minutes=minutes))
 
 
@@ -41,12 +42,12 @@ def test_an_unclean_election_after_the_isr_shrank_is_two_events(tmp_path: Path) 
     con = store(tmp_path, [(2, 5, [2, 3], 100), (2, 5, [2], 150), (2, 5, [2], 200),
                            (3, 6, [3], 160)] + [(3, 6, [2, 3], 170)] * 7)
     tl = events(con)
-    kinds = [(e["event"], e.get("clean")) for e in tl.events]
+    kinds = [(e.event, e.clean) for e in tl.events]
     assert kinds == [("isr_shrink", None), ("leader_change", False), ("truncation", None)]
     change = tl.events[1]
-    assert (change["from"], change["to"], change["isr_before"]) == (2, 3, [2])
-    assert change["between"] == ["2026-11-20T10:02:00Z", "2026-11-20T10:03:00Z"]
-    assert tl.events[2]["log_end_before"] == 200 and tl.events[2]["log_end_after"] == 160
+    assert (change.from_, change.to, change.isr_before) == (2, 3, [2])
+    assert change.between == ("2026-11-20T10:02:00Z", "2026-11-20T10:03:00Z")
+    assert tl.events[2].log_end_before == 200 and tl.events[2].log_end_after == 160
     assert tl.covered
 
 
@@ -54,15 +55,15 @@ def test_a_spell_without_a_leader_is_one_offline_event(tmp_path: Path) -> None:
     con = store(tmp_path, [(1, 3, [1], 100), (-1, None, [1], None), (-1, None, [1], None),
                            (1, 4, [1], 100)] + [(1, 4, [1], 120)] * 7)
     tl = events(con)
-    assert [e["event"] for e in tl.events] == ["offline"]
-    assert tl.events[0]["between"] == ["2026-11-20T10:00:00Z", "2026-11-20T10:03:00Z"]
+    assert [e.event for e in tl.events] == ["offline"]
+    assert tl.events[0].between == ("2026-11-20T10:00:00Z", "2026-11-20T10:03:00Z")
 
 
 def test_a_leader_that_stops_answering_then_moves_is_offline_and_a_clean_change(
         tmp_path: Path) -> None:
     con = store(tmp_path, [(1, 3, [1, 2], 100), (1, 3, [1, 2], None), (2, 4, [2], 100)]
                 + [(2, 4, [2], 110)] * 8)
-    kinds = [(e["event"], e.get("clean")) for e in events(con).events]
+    kinds = [(e.event, e.clean) for e in events(con).events]
     assert ("leader_change", True) in kinds and ("offline", None) in kinds
 
 
@@ -82,9 +83,9 @@ def test_members_are_listed_once_with_every_partition_they_held(tmp_path: Path) 
     con = store(tmp_path, [(1, 3, [1], 100)] * 11,
                 members=[[a]] * 3 + [[a, b]] * 8)
     members = events(con).members["g"]
-    assert [(m["member_id"], m["client_id"], m["assignments"]) for m in members] == [
+    assert [(m.member_id, m.client_id, m.assignments) for m in members] == [
         ("a", "loader", [[0]]), ("b", "other", [[1]])]
-    assert members[1]["first_seen"] == "2026-11-20T10:03:00Z"
+    assert members[1].first_seen == "2026-11-20T10:03:00Z"
 
 
 def test_snapshots_past_the_retention_are_forgotten(tmp_path: Path) -> None:
@@ -97,13 +98,13 @@ def test_a_newer_epoch_under_the_same_leader_is_a_bounce_the_snapshots_missed(
         tmp_path: Path) -> None:
     con = store(tmp_path, [(2, 0, [2], 500), (2, 2, [2], 518)] + [(2, 2, [2], 600)] * 9)
     [e] = events(con).events
-    assert (e["event"], e["leader"], e["epochs"]) == ("leader_bounced", 2, [0, 2])
+    assert (e.event, e.leader, e.epochs) == ("leader_bounced", 2, [0, 2])
 
 
 def test_an_invalid_offset_during_an_election_is_not_a_truncation(tmp_path: Path) -> None:
     # a store written before invalid offsets were refused: -1001 is librdkafka's "no offset"
     con = store(tmp_path, [(1, 3, [1, 2], 555), (2, 4, [2], -1001)] + [(2, 4, [2], 600)] * 9)
-    assert [e["event"] for e in events(con).events] == ["isr_shrink", "leader_change"]
+    assert [e.event for e in events(con).events] == ["isr_shrink", "leader_change"]
 
 
 def test_offsets_deleted_below_a_commit_are_remembered_after_the_reader_jumps_past_them(
