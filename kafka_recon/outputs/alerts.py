@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafka_recon.runfiles.outcomes import AlertOutcome
+
 if TYPE_CHECKING:
     from kafka_recon.config import Alert, Flow
-    from kafka_recon.runfiles.outcomes import AlertOutcome
-from kafka_recon.result.model import Finding, Result
+    from kafka_recon.result.model import Finding, Result
 
 
 def event_of(result: Result, previous: str | None) -> str | None:

@@ -15,6 +15,8 @@ import pytest
 from harness.services.kafka import KafkaCluster
 from harness.services.ports import HOST, free_port
 from harness.services.spark import SparkConnect
+from kafka_recon.runfiles.outcomes import Timings
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import spark_jars
 from kafka_recon.spark.server import SERVER_CLASS, spark_submit
 from tests.integration.engine_harness import END, START, Scenario, at
@@ -61,7 +63,7 @@ def test_runs_through_one_spark_connect_server_find_every_lost_and_extra_record(
     assert [(t["count"], t["distinct"]) for t in tiers] == [(82, 82), (82, 80), (78, 78)]
     assert answer(tmp_path / "remote2") == first
     # Spark Connect tells its sessions nothing of jobs: not counted rather than 0
-    assert "spark_jobs" not in json.loads((tmp_path / "remote1" / "timings.json").read_text())
+    assert RunFolder(tmp_path / "remote1").read(Timings, "stage").spark_jobs is None
 
 
 def test_a_server_that_cannot_be_reached_leaves_an_inconclusive_run_naming_it(
