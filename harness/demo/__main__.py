@@ -26,6 +26,7 @@ from harness.drill.truth import sql_time
 from harness.services.airflow import airflow, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.smtp import MailCatcher
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import REPO_ROOT
 
 FLOW = "demo_orders"
@@ -179,7 +180,7 @@ def run_demo(workdir: Path, orders: int = 1000, crash_after_batches: int = 3) ->
         mail.stop()
         kafka.stop()
     run = workdir / "runs" / FLOW / f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}"
-    result_path = run / "result.json"
+    result_path = RunFolder(run).result
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     return DemoOutcome(run, result, facts, sorted((workdir / "mail").glob("*.eml")),
                        dag.returncode)

@@ -34,6 +34,7 @@ from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
 from harness.soak.faults import FAULTS, Fault
 from kafka_recon.result.model import Result
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import REPO_ROOT
 from kafka_recon.window import iso_z
 
@@ -104,10 +105,10 @@ def judge(soak: Soak, run: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"window": iso_z(start), "dag_run": run["state"],
                            "faults": [s.fault for s in faults],
                            "truth": _words(expected), "records": sum(truth.upstream.values())}
-    if not (out / "result.json").exists():
+    result = RunFolder(out).read_if(Result)
+    if result is None:
         return {**row, "verdict": "none", "findings": "no result.json", "match": "no",
                 "problems": [f"no result in {out}"]}
-    result = Result.load(out / "result.json")
     found = found_findings(result, out)
     row.update(verdict=result.status, findings=_words(found), reasons=result.reasons)
     if result.status == "inconclusive":
