@@ -7,24 +7,26 @@ starts that Spark once, and `kafka-recon run --remote sc://host:port` (or
 `KAFKA_RECON_SPARK_REMOTE`) gives each run a session of it. The server is started with what a
 run's own Spark would have: the window reader, the Kafka client and JDBC drivers, the JVMs on
 UTC with kafka-recon's options, the driver's class archive; each session sets its own SQL settings
-(`session.session_conf`). It listens on loopback unless told otherwise: a session sends the
+(`conf.session_conf`). It listens on loopback unless told otherwise: a session sends the
 flow's Kafka and database credentials to it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-from kafka_recon.spark.conf import CONNECT_PORT
+import pyspark
+
+from kafka_recon.settings import class_archive_path, spark_jars
+from kafka_recon.spark.conf import CONNECT_PORT, archive_options, driver_conf, spark_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 def spark_submit() -> Path:
     """The spark-submit of the installed pyspark: the server's jars are its version's."""
-    import pyspark
-
     return Path(pyspark.__file__).parent / "bin" / "spark-submit"
 
 
@@ -45,11 +47,6 @@ def server_argv(master: str, host: str, port: int, jars: list[str], conf: dict[s
 def server_command(master: str, host: str = "127.0.0.1", port: int = CONNECT_PORT
                    ) -> tuple[list[str], dict[str, str]]:
     """The server's command line and environment, with kafka-recon's jars and settings."""
-    import os
-
-    from kafka_recon.settings import class_archive_path, spark_jars
-    from kafka_recon.spark.conf import archive_options, driver_conf, spark_conf
-
     conf = driver_conf(spark_conf(), archive_options(class_archive_path()))
     env = {**os.environ}
     env.setdefault("PYSPARK_PYTHON", sys.executable)
