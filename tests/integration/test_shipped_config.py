@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafka_recon.settings import REPO_ROOT
-from tests.unit.test_dags import _probe
+from tests.unit.dags.test_dags import _probe
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ def _probe(tmp: Path, config: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def dagbag(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return _probe(tmp_path_factory.mktemp("airflow"), HERE.parent / "data" / "flows.yaml")
+    return _probe(tmp_path_factory.mktemp("airflow"), HERE.parent.parent / "data" / "flows.yaml")
 
 
 def test_dag_folder_has_no_import_errors(dagbag: dict) -> None:
@@ -179,7 +179,7 @@ def test_dag_files_do_not_import_heavy_modules_at_top_level() -> None:
 
 def test_one_bad_flow_keeps_the_other_dags_and_shows_as_an_import_error_naming_it(
         tmp_path: Path) -> None:
-    good = (HERE.parent / "data" / "flows.yaml").read_text()
+    good = (HERE.parent.parent / "data" / "flows.yaml").read_text()
     bad = good + """
   broken:
     owners: [x@example.com]
