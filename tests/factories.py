@@ -100,3 +100,15 @@ def build_from_json(flow: Flow, window: Any, aggregated: dict[str, Any],
     if isinstance(kw.get("flight"), dict):
         kw["flight"] = Flight.model_validate(kw["flight"])
     return build_result(flow, window, aggregates(aggregated), replays(replayed), **kw)
+
+
+def validate_from_json(result: Result, folder: Any, tolerance: Any,
+                       volume: dict[str, Any] | None = None, hop_tolerance: Any = None
+                       ) -> dict[str, Any]:
+    """validate_result on a test's crafted volume band; validation.json's JSON form."""
+    from kafka_recon.outputs.validate import validate_result
+    from kafka_recon.runfiles.outcomes import Volume
+
+    return validate_result(result, folder, tolerance,
+                           Volume.model_validate(volume) if volume else None,
+                           hop_tolerance).as_json()

@@ -28,13 +28,8 @@ class Audit(RunFile):
     """audit.json: the configuration and health risks found on the flow's topics."""
 
     FILE = "audit"
+    LISTED_AS = "risks"  # version 0 was the bare list
     risks: list[Risk] = []
-
-    @classmethod
-    def upgrade(cls, data: Any, version: int) -> Any:
-        if version == 0 and isinstance(data, list):  # version 0 was the bare list
-            return {"risks": data}
-        return super().upgrade(data, version)
 
     def of_tier(self, tier: str, default: str) -> list[Risk]:
         """The risks found on one topic tier (`default`: the tier of an untagged risk)."""

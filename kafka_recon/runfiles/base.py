@@ -35,12 +35,16 @@ class RunFile(Part):
 
     FILE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int] = 1
+    # the field that holds what a version 0 file held as a bare list, when it was one
+    LISTED_AS: ClassVar[str | None] = None
     schema_version: int = 1
 
     @classmethod
     def upgrade(cls, data: Any, version: int) -> Any:
         """`data` as written at `version`, one version later. Version 0 to 1 only adds the
-        version, unless a model says otherwise (one whose file was a bare list wraps it)."""
+        version; a file that was a bare list is wrapped in its `LISTED_AS` field."""
+        if version == 0 and isinstance(data, list) and cls.LISTED_AS:
+            return {cls.LISTED_AS: data}
         if version == 0 and isinstance(data, dict):
             return data
         raise ValueError(f"no upgrade from schema version {version}")

@@ -55,13 +55,8 @@ class Alerts(RunFile):
     """alerts.json: what each Slack or PagerDuty alert of the flow did for the window."""
 
     FILE = "alerts"
+    LISTED_AS = "alerts"  # version 0 was the bare list
     alerts: list[AlertOutcome] = []
-
-    @classmethod
-    def upgrade(cls, data: Any, version: int) -> Any:
-        if version == 0 and isinstance(data, list):  # version 0 was the bare list
-            return {"alerts": data}
-        return super().upgrade(data, version)
 
     @property
     def failed(self) -> list[str]:

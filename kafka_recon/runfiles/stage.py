@@ -7,7 +7,7 @@ reasons a window could not be counted."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from kafka_recon.runfiles.base import Part, RunFile
 
@@ -23,13 +23,8 @@ class StagedPoint(Part):
 
 
 class _Points(RunFile):
+    LISTED_AS = "points"  # version 0 was the bare list
     points: list[StagedPoint]
-
-    @classmethod
-    def upgrade(cls, data: Any, version: int) -> Any:
-        if version == 0 and isinstance(data, list):  # version 0 was the bare list
-            return {"points": data}
-        return super().upgrade(data, version)
 
     @property
     def reasons(self) -> list[str]:

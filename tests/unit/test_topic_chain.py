@@ -13,25 +13,16 @@ import pytest
 from kafka_recon.cluster.audit import audit_mirror
 from kafka_recon.config import Tolerance, load_flow
 from kafka_recon.errors import ConfigError
-from kafka_recon.outputs import validate
 from kafka_recon.result.build import where_of
-from kafka_recon.runfiles.outcomes import Volume
 from kafka_recon.runfolder import RunFolder
 from kafka_recon.window import Window
 from tests.factories import build_from_json as build_result
 from tests.factories import hop as model_hop
 from tests.factories import replay, result, tier
+from tests.factories import validate_from_json as validate_result
 
 pytestmark = pytest.mark.unit
 
-
-def validate_result(result: Any, folder: RunFolder, tolerance: Any,
-                    volume: dict[str, Any] | None = None, hop_tolerance: Any = None
-                    ) -> dict[str, Any]:
-    """validate.validate_result on a crafted volume band; validation.json's JSON form."""
-    return validate.validate_result(result, folder, tolerance,
-                                    Volume.model_validate(volume) if volume else None,
-                                    hop_tolerance).as_json()
 
 CHAIN = """
 flows:

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kafka_recon.config import Tolerance
-from kafka_recon.outputs import validate
 from kafka_recon.result.model import Result
-from kafka_recon.runfiles.outcomes import Volume
 from kafka_recon.runfolder import RunFolder
 from tests.factories import hop, replay, result, tier
+from tests.factories import validate_from_json as validate_result
 
 pytestmark = pytest.mark.unit
 
-
-def validate_result(result: Any, folder: RunFolder, tolerance: Any,
-                    volume: dict[str, Any] | None = None, hop_tolerance: Any = None
-                    ) -> dict[str, Any]:
-    """validate.validate_result on a crafted volume band; validation.json's JSON form."""
-    return validate.validate_result(result, folder, tolerance,
-                                    Volume.model_validate(volume) if volume else None,
-                                    hop_tolerance).as_json()
 
 
 def _result(topic_count: int, missing: int = 0) -> Result:
