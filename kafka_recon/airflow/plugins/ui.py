@@ -125,13 +125,15 @@ def _page_routes(app: Any) -> None:
     from fastapi.responses import HTMLResponse, Response
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    from kafka_recon.outputs import history
-
     env = Environment(loader=PackageLoader("kafka_recon", "templates"),
                       autoescape=select_autoescape(default=True))
 
     @app.get("/", response_class=HTMLResponse)
     def index(user: Any = Depends(get_user)) -> str:
+        # the history store (SQLAlchemy) is read when the page is asked for: the plugin is
+        # loaded by every Airflow component, most of which never serve it
+        from kafka_recon.outputs import history
+
         eng = history.engine()
         root = _root()
         latest = page_rows(_readable_rows(user, history.latest_per_flow(eng)), root)
@@ -142,10 +144,13 @@ def _page_routes(app: Any) -> None:
 
     @app.get("/api/latest")
     def api_latest(user: Any = Depends(get_user)) -> list[dict[str, Any]]:
+        from kafka_recon.outputs import history
+
         return page_rows(_readable_rows(user, history.latest_per_flow()), _root())
 
     @app.get("/charts/{flow}.png")
     def chart(flow: str, user: Any = Depends(get_user)) -> Response:
+        from kafka_recon.outputs import history
         from kafka_recon.outputs.chart import history_chart
 
         _require(user, flow)
