@@ -1,8 +1,8 @@
 """The steps of one reconciliation run, and the one function that runs them.
 
 `execute` runs stage → replay → reconcile (→ report) in this process: the command line and the
-drill call it. The Airflow DAGs run the same steps one task each (`kafka_recon.faces.
-airflow_tasks`, and `spark_jobs/*.py` under spark-submit), through `step` and the functions
+drill call it. The Airflow DAGs run the same steps one task each (`kafka_recon.airflow.tasks`
+and the Spark step's operator, and `spark_jobs/*.py` under spark-submit), through the functions
 below. Every step goes through `_guarded`, which keeps the failure policy (`kafka_recon.errors`):
 
 - a `CannotRun` error propagates untouched (nothing is written);
