@@ -60,14 +60,22 @@ class Prometheus(Service):
             [binary, f"--config.file={config}", f"--storage.tsdb.path={self.folder / 'data'}",
              f"--web.listen-address={HOST}:{self.port}"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # the port opens before the TSDB is loaded; until then the API answers 503
         deadline = time.monotonic() + timeout
-        while not is_open(self.port):
+        while not (is_open(self.port) and self._ready()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 tail = (self.folder / "prometheus.log").read_text(errors="replace")[-600:]
-                raise ServiceError(f"prometheus did not start on {HOST}:{self.port}: {tail}")
+                raise ServiceError(f"prometheus did not get ready on {HOST}:{self.port}: {tail}")
             time.sleep(0.2)
         return self
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as r:
+                return bool(r.status == 200)
+        except OSError:  # URLError and HTTPError (503 while starting) are OSErrors
+            return False
 
     def stop(self) -> None:
         if self.proc is not None:
