@@ -1,76 +1,260 @@
-"""Every setting kafka-recon reads from the environment, in one place.
+"""Every setting kafka-recon reads, in one place.
 
-| variable | default | what |
-|---|---|---|
-| KAFKA_RECON_CONFIG | `<repo>/config/flows.yaml` | the flow config |
-| KAFKA_RECON_OUT | `<repo>/runs` | the runs root: one folder per flow and window |
-| KAFKA_RECON_JARS | `<repo>/.jars` | the jars Maven resolved (kafka/, spark/, lineage/, ...) |
-| KAFKA_RECON_SPARK_JOBS | `<repo>/spark_jobs` | the spark-submit entry points |
-| KAFKA_RECON_EXPECTATIONS | `<repo>/expectations/gx` | the Great Expectations context |
-| KAFKA_RECON_HISTORY | `sqlite:///<runs>/history.db` | history database: URL or connection id |
-| KAFKA_RECON_SNAPSHOTS | `<runs>/snapshots.db` | snapshot store: Flume counters, flight recorder |
-| KAFKA_RECON_SNAPSHOT_RETENTION_DAYS | 14 | how long the flight recorder's snapshots are kept |
-| KAFKA_RECON_UI_URL | none | Airflow's address, for links in mails |
-| KAFKA_RECON_METRICS_TOKEN | none | the bearer token a scraper may use for /recon/metrics |
-| KAFKA_RECON_MAIL_ATTACH_MAX_BYTES | 5 MiB | id files attached to a mail, in total |
-| KAFKA_RECON_TASK_RETRIES | 2 | retries of a task on an error a retry may clear (never a verdict) |
-| KAFKA_RECON_RUN_STALE_HOURS | 6 | a run of a window silent this long no longer holds it |
-| KAFKA_RECON_JVM_OPTIONS | see `DEFAULT_JVM_OPTIONS` | Spark's JVMs' options (empty: defaults) |
-| KAFKA_RECON_CLASS_ARCHIVE | `<jars>/spark-classes.jsa` | Spark driver's class archive ('': none) |
-| KAFKA_RECON_SPARK_REMOTE | none | a Spark Connect server (`sc://host:port`) for `run` |
-| KAFKA_RECON_KEEP_REPLAYS | 0 | 1: also keep the first replay's records as Parquet (debugging) |
-| KAFKA_RECON_CONN_<ID> | none | a connection resolved for Spark by the Airflow task (internal) |
-| KAFKA_RECON_RUN_OWNER | none | the Airflow run a Spark job belongs to (internal) |
+A setting comes from, in order: its environment variable; the `[kafka_recon]` section of
+Airflow's configuration (`airflow.cfg`, or `AIRFLOW__KAFKA_RECON__<KEY>`), read through
+`airflow.configuration` when Airflow is installed; its default. Nothing a run writes defaults to
+a place inside the installed package: the paths default under kafka-recon's home,
+`$AIRFLOW_HOME/kafka-recon` in Airflow, the current directory for the `kafka-recon` command.
 
+The settings are listed in `SETTINGS` (and, generated from it, in docs/reference/settings.md).
 A value that cannot be used is a `UsageError` naming the variable.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from kafka_recon.errors import MissingJarsError, UsageError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+# what ships inside the package and is only read: the Spark entry points, the suites, the jars
+PACKAGE = Path(__file__).resolve().parent
 DEFAULT_ATTACH_MAX_BYTES = 5 * 1024 * 1024
+SECTION = "kafka_recon"
 
 
-def _path(var: str, default: Path) -> Path:
+class Setting(NamedTuple):
+    var: str  # the environment variable
+    key: str  # the `[kafka_recon]` key of Airflow's configuration ('' if none)
+    default: str
+    what: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting('KAFKA_RECON_HOME', 'home',
+            '`$AIRFLOW_HOME/kafka-recon` in Airflow, the current directory for the CLI',
+            'where the other paths default'),
+    Setting('KAFKA_RECON_CONFIG', 'config',
+            '`<home>/flows.yaml`',
+            'the flow config'),
+    Setting('KAFKA_RECON_OUT', 'runs',
+            '`<home>/runs`',
+            'the runs root: one folder per flow and window'),
+    Setting('KAFKA_RECON_HISTORY', 'history',
+            '`sqlite:///<runs>/history.db`',
+            'history database: URL or connection id'),
+    Setting('KAFKA_RECON_SNAPSHOTS', 'snapshots',
+            '`<runs>/snapshots.db`',
+            'snapshot store: Flume counters, flight recorder'),
+    Setting('KAFKA_RECON_SPARK_JARS', 'spark_jars',
+            "the package's `jars/`",
+            "Spark's jars: the window reader, Kafka client, JDBC drivers"),
+    Setting('KAFKA_RECON_JARS', 'jars',
+            '`<checkout>/.jars`, else `<home>/jars`',
+            "other JVM parts (lineage/, the class archive; a checkout's test services)"),
+    Setting('KAFKA_RECON_SPARK_JOBS', 'spark_jobs',
+            "the package's `jobs/`",
+            'the spark-submit entry points'),
+    Setting('KAFKA_RECON_EXPECTATIONS', 'expectations',
+            "the package's `expectations/`",
+            'the Great Expectations context'),
+    Setting('KAFKA_RECON_SNAPSHOT_RETENTION_DAYS', '',
+            '14',
+            "how long the flight recorder's snapshots are kept"),
+    Setting('KAFKA_RECON_UI_URL', '',
+            'none',
+            "Airflow's address, for links in mails"),
+    Setting('KAFKA_RECON_METRICS_TOKEN', '',
+            'none',
+            'the bearer token a scraper may use for /recon/metrics'),
+    Setting('KAFKA_RECON_MAIL_ATTACH_MAX_BYTES', '',
+            '5 MiB',
+            'id files attached to a mail, in total'),
+    Setting('KAFKA_RECON_TASK_RETRIES', '',
+            '2',
+            'retries of a task on an error a retry may clear (never a verdict)'),
+    Setting('KAFKA_RECON_RUN_STALE_HOURS', '',
+            '6',
+            'a run of a window silent this long no longer holds it'),
+    Setting('KAFKA_RECON_JVM_OPTIONS', '',
+            'see `DEFAULT_JVM_OPTIONS`',
+            "Spark's JVMs' options (empty: defaults)"),
+    Setting('KAFKA_RECON_CLASS_ARCHIVE', '',
+            '`<jars>/spark-classes.jsa`',
+            "Spark driver's class archive ('': none)"),
+    Setting('KAFKA_RECON_SPARK_REMOTE', '',
+            'none',
+            'a Spark Connect server (`sc://host:port`) for `run`'),
+    Setting('KAFKA_RECON_KEEP_REPLAYS', '',
+            '0',
+            "1: also keep the first replay's records as Parquet (debugging)"),
+    Setting('KAFKA_RECON_CONN_<ID>', '',
+            'none',
+            'a connection resolved for Spark by the Airflow task (internal)'),
+    Setting('KAFKA_RECON_RUN_OWNER', '',
+            'none',
+            'the Airflow run a Spark job belongs to (internal)'),
+)
+
+
+def checkout() -> Path | None:
+    """The repository this package runs from (an editable install); None once installed."""
+    root = PACKAGE.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "harness").is_dir() else None
+
+
+# kept for the harness, tests and docs of a checkout; the package itself never writes there
+REPO_ROOT = PACKAGE.parent
+
+# the face that started this process: the CLI's home defaults to the current directory
+_cli = False
+
+
+def use_cli_defaults() -> None:
+    """Called by `kafka-recon`: its home defaults to the current directory, not Airflow's."""
+    global _cli
+    _cli = True
+
+
+def airflow_deployed() -> bool:
+    """True in an Airflow process, or where an Airflow deployment is configured (AIRFLOW_HOME,
+    an airflow.cfg, AIRFLOW__* settings): only then is Airflow's configuration read, since
+    importing it creates Airflow's home and logs folder where none was."""
+    return ("airflow.configuration" in sys.modules or "AIRFLOW_HOME" in os.environ
+            or any(k.startswith("AIRFLOW__") for k in os.environ)
+            or (airflow_home() / "airflow.cfg").is_file())
+
+
+@functools.cache
+def _airflow_conf() -> Any:
+    """Airflow's configuration, if Airflow is installed and deployed here (imported once, only
+    when a setting is not in the environment: a Spark job gets every path handed to it)."""
+    if not airflow_deployed():
+        return None
+    try:
+        from airflow.configuration import conf
+    except ImportError:
+        return None
+    return conf
+
+
+# set in a Spark job's environment with every path resolved: it never reads Airflow's config
+RESOLVED_VAR = "KAFKA_RECON_SETTINGS_RESOLVED"
+
+
+def _airflow_option(key: str) -> str | None:
+    if os.environ.get(RESOLVED_VAR) == "1":
+        return None
+    conf = _airflow_conf()
+    if conf is None:
+        return None
+    value = conf.get(SECTION, key, fallback=None)
+    return str(value) if value not in (None, "") else None
+
+
+def setting(var: str, key: str | None) -> tuple[str | None, str]:
+    """A setting's raw value and where it came from (for messages): the environment variable,
+    else Airflow's `[kafka_recon] <key>`; (None, '') when neither sets it."""
     value = os.environ.get(var)
-    return Path(value) if value else default
+    if value:
+        return value, var
+    if key is not None:
+        value = _airflow_option(key)
+        if value:
+            return value, f"[{SECTION}] {key} of Airflow's configuration"
+    return None, ""
+
+
+def airflow_home() -> Path:
+    """Airflow's home, by Airflow's own rule (AIRFLOW_HOME, else ~/airflow)."""
+    return Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow").expanduser()
+
+
+def home() -> Path:
+    value, _ = setting("KAFKA_RECON_HOME", "home")
+    if value:
+        return Path(value).expanduser()
+    return Path.cwd() if _cli else airflow_home() / "kafka-recon"
+
+
+def where(var: str, key: str | None, default: str) -> str:
+    """How a path setting was decided, for a message that says where kafka-recon looked."""
+    _, source = setting(var, key)
+    return f"from {source}" if source else f"the default, {default}"
+
+
+def _path(var: str, key: str | None, default: Callable[[], Path]) -> Path:
+    value, _ = setting(var, key)
+    return Path(value).expanduser() if value else default()
 
 
 def config_path() -> Path:
-    return _path("KAFKA_RECON_CONFIG", REPO_ROOT / "config" / "flows.yaml")
+    return _path("KAFKA_RECON_CONFIG", "config", lambda: home() / "flows.yaml")
+
+
+def config_where() -> str:
+    """Where the flow config was looked for and why there: for the missing-config error."""
+    base = "kafka-recon's home (KAFKA_RECON_HOME, [kafka_recon] home, else " + (
+        "the current directory)" if _cli else "$AIRFLOW_HOME/kafka-recon)")
+    return f"{config_path()} ({where('KAFKA_RECON_CONFIG', 'config', 'flows.yaml in ' + base)})"
 
 
 def runs_root() -> Path:
-    return _path("KAFKA_RECON_OUT", REPO_ROOT / "runs")
+    return _path("KAFKA_RECON_OUT", "runs", lambda: home() / "runs")
 
 
 def jars_dir() -> Path:
-    return _path("KAFKA_RECON_JARS", REPO_ROOT / ".jars")
+    """JVM parts that do not ship in the wheel: the lineage listener, the class archive, and in
+    a checkout the test services' Kafka, Flume and MirrorMaker."""
+    root = checkout()
+    return _path("KAFKA_RECON_JARS", "jars",
+                 lambda: root / ".jars" if root else home() / "jars")
+
+
+def spark_jars_dir() -> Path:
+    return _path("KAFKA_RECON_SPARK_JARS", "spark_jars", lambda: PACKAGE / "jars")
 
 
 def spark_jobs_dir() -> Path:
-    return _path("KAFKA_RECON_SPARK_JOBS", REPO_ROOT / "spark_jobs")
+    return _path("KAFKA_RECON_SPARK_JOBS", "spark_jobs", lambda: PACKAGE / "jobs")
 
 
 def expectations_dir() -> Path:
-    return _path("KAFKA_RECON_EXPECTATIONS", REPO_ROOT / "expectations" / "gx")
+    return _path("KAFKA_RECON_EXPECTATIONS", "expectations",
+                 lambda: PACKAGE / "expectations")
 
 
 def history_conn() -> str | None:
     """An SQLAlchemy URL or a connection id; None: SQLite in the runs root."""
-    return os.environ.get("KAFKA_RECON_HISTORY") or None
+    return setting("KAFKA_RECON_HISTORY", "history")[0]
 
 
 def snapshots_path() -> Path:
-    legacy = runs_root() / "flume.db"  # the store's name before it also held the recorder's
-    default = runs_root() / "snapshots.db"
-    return _path("KAFKA_RECON_SNAPSHOTS",
-                 legacy if legacy.exists() and not default.exists() else default)
+    def default() -> Path:
+        legacy = runs_root() / "flume.db"  # the store's name before it also held the recorder's
+        current = runs_root() / "snapshots.db"
+        return legacy if legacy.exists() and not current.exists() else current
+
+    return _path("KAFKA_RECON_SNAPSHOTS", "snapshots", default)
+
+
+def resolved_paths() -> dict[str, str]:
+    """Every path setting as this process resolved it, as environment variables: handed to a
+    Spark job, which must write where the task that started it would, without reading Airflow's
+    configuration again."""
+    env = {"KAFKA_RECON_HOME": str(home()), "KAFKA_RECON_CONFIG": str(config_path()),
+           "KAFKA_RECON_OUT": str(runs_root()), "KAFKA_RECON_SNAPSHOTS": str(snapshots_path()),
+           "KAFKA_RECON_JARS": str(jars_dir()), "KAFKA_RECON_SPARK_JARS": str(spark_jars_dir()),
+           "KAFKA_RECON_SPARK_JOBS": str(spark_jobs_dir()),
+           "KAFKA_RECON_EXPECTATIONS": str(expectations_dir()), RESOLVED_VAR: "1"}
+    history = history_conn()
+    if history:
+        env["KAFKA_RECON_HISTORY"] = history
+    return env
 
 
 def metrics_token() -> str | None:
@@ -196,18 +380,21 @@ def kafka_classpath() -> str:
     return os.pathsep.join(str(j) for j in _jar_list("kafka"))
 
 
-# kafka-recon's window reader (jvm/src), which `make reader` compiles into the Spark jars
+# kafka-recon's window reader (jvm/src), compiled by `make reader` against the pinned Spark's
+# jars and shipped in the wheel beside the Kafka client and JDBC drivers
 READER_JAR = "kafka-recon-reader.jar"
 
 
 def spark_jars() -> list[str]:
     """Local jars for Spark: the window reader, the Kafka client, the JDBC drivers (never
     --packages)."""
-    jars = _jar_list("spark")
+    folder = spark_jars_dir()
+    jars = sorted(folder.glob("*.jar"))
     if not any(j.name == READER_JAR for j in jars):
         raise MissingJarsError(
-            f"no {READER_JAR} in {jars_dir() / 'spark'}: run `make reader` (javac compiles the "
-            "replay's window reader from jvm/src against the installed PySpark's jars)")
+            f"no {READER_JAR} in {folder}: the wheel ships it; in a checkout run `make reader` "
+            "(javac compiles the window reader from jvm/src against the installed PySpark's "
+            "jars), or set KAFKA_RECON_SPARK_JARS to a folder holding it and the Kafka client")
     return [str(j) for j in jars]
 
 

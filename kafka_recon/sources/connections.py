@@ -119,6 +119,21 @@ def normalise(url: str, conn_id: str | None = None) -> str:
     return url
 
 
+def _from_airflow_store(conn_id: str) -> Any | None:
+    """Outside a task, on a host where Airflow is deployed (`kafka-recon check` beside the
+    scheduler): the connection as Airflow's secrets backends and metadata database hold it."""
+    from kafka_recon.settings import airflow_deployed
+
+    if not airflow_deployed():
+        return None
+    try:
+        from airflow.models.connection import Connection
+
+        return Connection.get_connection_from_secrets(conn_id)
+    except Exception:  # not found, no metadata database here: the caller names the variable
+        return None
+
+
 def resolve(conn: str) -> str:
     """The SQLAlchemy URL a tier's `conn:` stands for (see the module's docstring)."""
     if "://" in conn:
@@ -131,7 +146,12 @@ def resolve(conn: str) -> str:
     var = airflow_env_var(conn)
     value = os.environ.get(var)
     if not value:
-        raise ConnectionNotFound(f"connection '{conn}': neither a URL nor set as {var}")
+        c = _from_airflow_store(conn)
+        if c is None:
+            raise ConnectionNotFound(f"connection '{conn}': neither a URL, nor set as {var}, "
+                                     "nor known to Airflow here")
+        return normalise(url_from_fields(conn, c.conn_type, c.host, c.schema, c.login,
+                                         c.password, c.port), conn)
     return normalise(_from_airflow_value(conn, value, var), conn)
 
 
@@ -228,6 +248,11 @@ def resolve_kafka(conn: str) -> dict[str, Any]:
     var = airflow_env_var(conn)
     value = os.environ.get(var)
     if not value:
-        raise ConnectionNotFound(f"connection '{conn}': not set as {var} (a Kafka connection: "
-                                 "JSON with conn_type 'kafka' and a librdkafka dict as extra)")
+        stored = _from_airflow_store(conn)
+        if stored is None:
+            raise ConnectionNotFound(f"connection '{conn}': not set as {var} nor known to "
+                                     "Airflow here (a Kafka connection: JSON with conn_type "
+                                     "'kafka' and a librdkafka dict as extra)")
+        return _kafka_extra(conn, stored.conn_type, stored.extra_dejson, stored.host,
+                            stored.port)
     return _kafka_from_value(conn, value, var)

@@ -57,7 +57,7 @@ def test_what_a_task_hands_to_spark_wins_over_the_environment(
 
 
 @pytest.mark.parametrize(("value", "says"), [
-    (None, "neither a URL nor set as AIRFLOW_CONN_SINK_DB"),
+    (None, "neither a URL, nor set as AIRFLOW_CONN_SINK_DB"),
     ('{"conn_type": "postgres",', "AIRFLOW_CONN_SINK_DB is not valid JSON"),
     ('["postgres"]', "must be a JSON object"),
     ('{"conn_type": "mysql", "host": "h"}', "type 'mysql' is not supported"),
