@@ -7,11 +7,11 @@ PY     := $(VENV)/bin/python
 UV     := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
-# the slowest tests are listed after each tier: where `make test`'s 35 minutes go (10 of them
-# are the live-scheduler test's three 5-minute windows)
+# the slowest tests are listed after each tier: where `make test`'s 35 minutes go (7 of them
+# are the live-scheduler test's three 3-minute windows)
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: all setup venv jars reader classes demo ui docs drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus
+.PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus
 
 all: setup
 
@@ -29,13 +29,13 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	$(UV) pip sync -q --compile-bytecode --python $(PY) requirements.lock
 	# compat mode: the repo root goes on sys.path, so new modules need no reinstall
 	$(UV) pip install -q --python $(PY) --no-deps -e . --config-settings editable_mode=compat
-	$(PY) -m compileall -q kafka_recon spark_jobs
+	$(PY) -m compileall -q kafka_recon
 	touch $@
 
 jars: .jars/.installed
 .jars/.installed: jvm/pom.xml jvm/settings.xml
 	@command -v mvn >/dev/null || { echo "mvn not found: install Maven (Debian: maven)"; exit 2; }
-	rm -rf .jars/kafka .jars/spark .jars/lineage .jars/flume .jars/mirror
+	rm -rf .jars/kafka .jars/spark .jars/lineage .jars/flume .jars/mirror kafka_recon/jars
 	$(MVN) -P kafka dependency:copy-dependencies
 	$(MVN) -P spark dependency:copy-dependencies
 	$(MVN) -P lineage dependency:copy-dependencies
@@ -46,13 +46,13 @@ jars: .jars/.installed
 # kafka-recon's window reader (jvm/src), a Spark source compiled against the installed pyspark's
 # own jars and the Kafka client Maven resolved, so it always matches the Spark that runs it
 READER_SRC := $(shell find jvm/src/main/java -name '*.java')
-READER_JAR := .jars/spark/kafka-recon-reader.jar
+READER_JAR := kafka_recon/jars/kafka-recon-reader.jar
 reader: $(READER_JAR)
 $(READER_JAR): $(READER_SRC) .jars/.installed $(VENV)/.installed
 	@command -v javac >/dev/null || { echo "javac not found: install a JDK 17 (Debian: openjdk-17-jdk-headless)"; exit 2; }
 	rm -rf .jars/reader-classes $@
 	javac --release 17 -Xlint:all,-path,-serial -Werror -d .jars/reader-classes \
-	  -cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*:.jars/spark/*" \
+	  -cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*:kafka_recon/jars/*" \
 	  $(READER_SRC)
 	jar cf $@ -C .jars/reader-classes .
 	rm -rf .jars/reader-classes
@@ -71,10 +71,21 @@ demo: setup
 ui: setup postgres
 	$(PY) -m harness.demo.ui
 
-# the documents made from the code: docs/layers.md (the import graph) and docs/schemas/ (the
-# JSON Schema of result.json and of every file a run writes); a unit test fails when stale
+# the documents made from the code: docs/layers.md (the import graph), docs/reference/ (the
+# flow config's and result.json's fields, the settings) and docs/schemas/ (the JSON Schema of
+# result.json and of every file a run writes); a unit test fails when stale
 docs: setup
 	$(PY) -m harness.docs
+
+# the documentation site (MkDocs, strict: a broken link or page fails it) into site/
+docs-site: venv
+	$(VENV)/bin/mkdocs build --strict
+
+# the product: one wheel with the package, its suites, templates and Spark's jars (the window
+# reader compiled first: setup.py refuses a wheel without it)
+wheel: reader
+	rm -rf build
+	$(PY) -m build --wheel --outdir dist .
 
 # the loss drill: all nineteen scenarios on a real three-broker cluster and a Flume agent;
 # writes docs/drill.md and docs/drill.json. DRILL_ARGS="--scenario S2 S5" for a subset, whose
@@ -147,11 +158,11 @@ bench: setup
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy kafka_recon harness spark_jobs dags bench plugins
+	$(VENV)/bin/mypy kafka_recon harness dags bench plugins
 
 # re-resolve the lock after changing pyproject.toml
 lock: venv
 	$(UV) pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .jars demo-out ui-out drill-out soak-out runs bench-out test-artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jars kafka_recon/jars dist build site demo-out ui-out drill-out soak-out runs bench-out test-artifacts .pytest_cache .mypy_cache .ruff_cache

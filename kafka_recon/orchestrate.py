@@ -2,8 +2,9 @@
 
 `execute` runs stage → replay → reconcile (→ report) in this process: the command line and the
 drill call it. The Airflow DAGs run the same steps one task each (`kafka_recon.airflow.tasks`
-and the Spark step's operator, and `spark_jobs/*.py` under spark-submit), through the functions
-below. Every step goes through `_guarded`, which keeps the failure policy (`kafka_recon.errors`):
+and the Spark step's operator, and `kafka_recon/jobs/*.py` under spark-submit), through the
+functions below. Every step goes through `_guarded`, which keeps the failure policy
+(`kafka_recon.errors`):
 
 - a `CannotRun` error propagates untouched (nothing is written);
 - a source that cannot be read leaves an `inconclusive` result naming the source;
@@ -407,7 +408,7 @@ def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays
 
 def spark_step(step: str, run: Run, replays: int | None = None, owner: str | None = None,
                remote: str | None = None) -> str:
-    """One Spark step under spark-submit (`spark_jobs/*.py`): the session spark-submit
+    """One Spark step under spark-submit (`kafka_recon/jobs/*.py`): the session spark-submit
     configured (or, with `remote`, a Spark Connect server's), the step, a one-line summary
     for the task's log."""
     import json

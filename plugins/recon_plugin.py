@@ -1,7 +1,8 @@
-"""Registers kafka-recon's Reconciliation page with an Airflow whose plugins folder is this one.
+"""kafka-recon's Reconciliation page for an Airflow whose plugins folder is this one.
 
-The plugin itself ships in the package (kafka_recon.airflow.plugins.reconciliation); this file
-only makes Airflow's plugins folder find it.
+An installed kafka-recon needs no file here: Airflow finds the plugin through the package's
+`airflow.plugins` entry point (and skips this copy by name). The file serves an Airflow that
+imports kafka-recon from a path without installing it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Step 3, reconcile: ids per tier and bucket to per-hop missing, unexpected and duplicate records.
 
-The `spark-submit` entry point is `spark_jobs/reconcile.py`; this module is the step itself, put
-together from its phases, each a module of pure transforms:
+The `spark-submit` entry point is `kafka_recon/jobs/reconcile.py`; this module is the step
+itself, put together from its phases, each a module of pure transforms:
 
     read      each id tier's records in the window (a topic's from the replay, a SQL tier's
               over JDBC), with their bucket

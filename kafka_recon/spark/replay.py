@@ -1,6 +1,6 @@
 """Step 2, replay: read the topic's window N times, each with a fresh consumer group.
 
-The `spark-submit` entry point is `spark_jobs/replay.py`; this module is the step itself.
+The `spark-submit` entry point is `kafka_recon/jobs/replay.py`; this module is the step itself.
 
 Each replay reads the offsets found by timestamp (window start .. window end + grace) with
 kafka-recon's window reader (`READER`, jvm/src) under a fresh group id of its own; it assigns

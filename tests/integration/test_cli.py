@@ -175,8 +175,8 @@ def test_missing_jars_exit_2_naming_the_folder_before_anything_is_written(
         good: Scenario, tmp_path: Path) -> None:
     empty = tmp_path / "no-jars"
     empty.mkdir()
-    msg = bad(tmp_path, good.config.read_text(), env={"KAFKA_RECON_JARS": str(empty)})
-    assert f"no jars in {empty / 'spark'}: run `make jars`" in msg
+    msg = bad(tmp_path, good.config.read_text(), env={"KAFKA_RECON_SPARK_JARS": str(empty)})
+    assert f"no kafka-recon-reader.jar in {empty}: the wheel ships it" in msg
     assert not (tmp_path / "out" / "result.json").exists()
 
 

@@ -1,6 +1,6 @@
-"""The Spark step of a run: spark-submit of `spark_jobs/<step>.py`, or the step in the task's own
-process against a Spark Connect server; the flow's connections resolved in the task and handed
-to the job; the run's lineage (OpenLineage) from the flow's tiers."""
+"""The Spark step of a run: spark-submit of `kafka_recon/jobs/<step>.py`, or the step in the
+task's own process against a Spark Connect server; the flow's connections resolved in the task
+and handed to the job; the run's lineage (OpenLineage) from the flow's tiers."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
     command line, never in a rendered template field, and every secret is masked in the logs.
     """
 
-    def __init__(self, *, flow: str, config: str, **kwargs: Any) -> None:
+    def __init__(self, *, step: str, flow: str, config: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.flow, self.config = flow, config
+        self.step, self.flow, self.config = step, flow, config
 
     template_fields = (*SparkSubmitOperator.template_fields, "flow")
 
@@ -35,7 +35,12 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         from airflow.sdk.log import mask_secret
 
         from kafka_recon.config import KafkaTier, SqlTier, load_flow
-        from kafka_recon.settings import RUN_OWNER_VAR, conn_env_var, spark_remote
+        from kafka_recon.settings import (
+            RUN_OWNER_VAR,
+            conn_env_var,
+            resolved_paths,
+            spark_remote,
+        )
         from kafka_recon.sources.connections import resolved_for_spark, secrets_of
         from kafka_recon.sources.kafka_client import endpoint
 
@@ -51,7 +56,12 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
             if var not in kafka_vars:
                 for secret in secrets_of(value):
                     mask_secret(secret)
-        self.env_vars = {**(self.env_vars or {}), **handed, RUN_OWNER_VAR: run_owner(context)}
+        # the paths as this task resolved them (Airflow's [kafka_recon] section included): the
+        # job writes where the task reads, and never imports Airflow's configuration itself
+        self.env_vars = {**(self.env_vars or {}), **resolved_paths(), **handed,
+                         RUN_OWNER_VAR: run_owner(context),
+                         "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        self.application = self.job_file()
         remote = spark_remote()
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
@@ -65,6 +75,11 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
             return
         self._class_archive()
         super().execute(context)
+
+    def job_file(self) -> str:
+        """The step's entry point where the worker running the task has the package, not where
+        the DAG was parsed (another host, another virtualenv)."""
+        return str(spark_jobs_dir() / f"{self.step}.py")
 
     def _through_server(self, context: Any, remote: str) -> None:
         """The step in this task's process, in a session of the Spark Connect server
@@ -185,13 +200,12 @@ def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
         app_args += ["--replays", args.replays]
     return ReconSparkSubmitOperator(
         task_id=step,
+        step=step,
         flow=args.flow,
         config=args.config,
         conn_id="spark_default",
-        application=str(spark_jobs_dir() / f"{step}.py"),
         name=f"kafka-recon-{step}-{args.flow}",
         jars="{{ kafka_recon_spark_jars() }}",
         conf=spark_conf(),
-        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
         application_args=app_args,
     )

@@ -43,7 +43,7 @@ def render(dag, task):  # type: ignore[no-untyped-def]
     task.render_template_fields(ctx, jinja_env=env)
     out = {f: getattr(task, f) for f in task.template_fields}
     if isinstance(task, SparkSubmitOperator):
-        out["spark_submit"] = task._get_hook()._build_spark_submit_command(task.application)
+        out["spark_submit"] = task._get_hook()._build_spark_submit_command(task.job_file())
     return out
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from harness.services.base import JavaNotFoundError, java_binary
 from harness.services.ports import HOST, PortInUseError, ensure_free
-from kafka_recon.settings import MissingJarsError, spark_jars
+from kafka_recon.settings import MissingJarsError, kafka_classpath, spark_jars
 
 pytestmark = pytest.mark.unit
 
@@ -24,14 +24,13 @@ def test_a_taken_port_is_named_in_the_error() -> None:
 def test_missing_jars_say_how_to_get_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
     with pytest.raises(MissingJarsError, match="run `make jars`"):
-        spark_jars()
+        kafka_classpath()
 
 
 def test_a_missing_window_reader_says_how_to_build_it(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "spark").mkdir()
-    (tmp_path / "spark" / "kafka-clients-3.9.0.jar").write_bytes(b"")
-    monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
+    (tmp_path / "kafka-clients-3.9.0.jar").write_bytes(b"")
+    monkeypatch.setenv("KAFKA_RECON_SPARK_JARS", str(tmp_path))
     with pytest.raises(MissingJarsError, match="no kafka-recon-reader.jar in .*run `make reader`"):
         spark_jars()
 

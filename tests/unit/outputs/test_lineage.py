@@ -122,7 +122,7 @@ def test_with_an_http_transport_the_spark_task_turns_the_listener_on_and_masks_t
     jar.write_bytes(b"")
     monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
     op = spark_submit.ReconSparkSubmitOperator(
-        task_id="replay_reconcile", flow="orders", config="unused.yaml", application="x.py",
+        task_id="replay_reconcile", step="replay_reconcile", flow="orders", config="unused.yaml",
         jars="/a.jar", conf={"spark.driver.extraJavaOptions": "-Duser.timezone=UTC"})
     op._spark_lineage()
     assert masked == ["k-123"]

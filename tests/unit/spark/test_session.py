@@ -79,7 +79,7 @@ def test_the_dag_task_hands_its_workers_class_archive_to_the_driver_it_starts(
     from kafka_recon.airflow.operators import spark_submit
 
     op = spark_submit.ReconSparkSubmitOperator(
-        task_id="replay_reconcile", flow="orders", config="unused.yaml", application="x.py",
+        task_id="replay_reconcile", step="replay_reconcile", flow="orders", config="unused.yaml",
         conf=spark_conf())
     monkeypatch.setenv("KAFKA_RECON_CLASS_ARCHIVE", str(tmp_path / "spark-classes.jsa"))
     op._class_archive()
@@ -107,6 +107,7 @@ def test_a_spark_connect_server_is_started_with_a_runs_own_jars_jvm_options_and_
 
     monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
     monkeypatch.setenv("KAFKA_RECON_JARS", str(tmp_path))
+    monkeypatch.setenv("KAFKA_RECON_SPARK_JARS", str(tmp_path / "spark"))
     (tmp_path / "spark").mkdir()
     reader, jar = tmp_path / "spark" / "kafka-recon-reader.jar", tmp_path / "spark" / "x.jar"
     for j in (reader, jar):
