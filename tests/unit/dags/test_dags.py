@@ -205,3 +205,13 @@ def test_an_unreadable_flow_config_is_one_import_error_naming_the_file(tmp_path:
     assert sorted(bag["dags"]) == ["recon_adhoc"]
     [(path, error)] = bag["errors"].items()
     assert path.endswith("recon_config.py") and str(config) in error
+
+
+def test_a_missing_flow_config_is_one_import_error_saying_where_it_was_looked_for(
+        tmp_path: Path) -> None:
+    config = tmp_path / "nowhere" / "flows.yaml"
+    bag = _probe(tmp_path, config)
+    assert sorted(bag["dags"]) == ["recon_adhoc"]
+    [(path, error)] = bag["errors"].items()
+    assert path.endswith("recon_config.py")
+    assert f"no flow config at {config} (from KAFKA_RECON_CONFIG)" in error

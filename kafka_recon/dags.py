@@ -1,0 +1,201 @@
+"""kafka-recon's Airflow DAGs, built for the flows of the flow config: what a DAG file imports.
+
+A team's DAG folder needs one file (Airflow reads only files that mention both "airflow" and
+"dag", hence the comment):
+
+    # Airflow DAGs of kafka-recon
+    from kafka_recon.dags import flow_dags
+    globals().update(flow_dags())
+
+and, to see a flow whose config is wrong as an import error of its own (every other flow keeps
+its DAG), a second:
+
+    # Airflow: the flow config's errors as this DAG file's import errors
+    from kafka_recon.dags import refuse_bad_flows
+    refuse_bad_flows()
+
+`flow_dags` builds, for the flows of the configured flow config (`kafka_recon.settings`):
+`recon__<flow>`, one scheduled reconciliation per flow; `recon_adhoc`, any flow over any window
+from the trigger form; `recon_snapshots`, the Flume counters' and flight recorder's snapshots.
+Building reads the flow config, a local YAML file, and imports neither pyspark, pandas nor
+great_expectations; the tasks' work is wired from kafka_recon.airflow.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from airflow.sdk import DAG, AssetAlias, Param, task
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+from kafka_recon.airflow.macros import MACROS
+from kafka_recon.airflow.names import flow_dag_id
+from kafka_recon.airflow.run_args import RunArgs
+from kafka_recon.airflow.tasks import RECONCILED_ALIAS, begin, stage_tier
+from kafka_recon.airflow.wiring import daily_run, runs_in_flight, wait_for_closing, wire_run
+from kafka_recon.config import Flow, load_flows_partial, schedule_of
+from kafka_recon.errors import ConfigError
+from kafka_recon.orchestrate import staged_tiers
+from kafka_recon.settings import config_path, config_where, task_retries
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+SCHEDULED_DOC = """Scheduled reconciliation of one flow: `recon__<flow>`.
+
+The data interval is the window: the run after midnight reconciles the day before it (or, with
+the flow's `window: 1h`, each hour after it ends), once the window has closed (its end plus the
+flow's grace and disorder margin: `wait_for_closing` defers until then). An ok window updates
+the flow's Asset `kafka-recon://<flow>`.
+"""
+
+ADHOC_DOC = """`recon_adhoc`: reconcile any configured flow over any window, from the trigger form.
+
+The form's fields are DAG Params, checked when the run is triggered (a bad value is refused with
+the field's description); `check` then tests what a schema cannot (end after start, a start not
+in the future) before anything is read. A window that has not closed yet (its end plus the
+flow's grace and disorder margin) is waited for, deferred, as the scheduled DAG waits.
+"""
+
+SNAPSHOTS_DOC = """`recon_snapshots`: every five minutes, one snapshot of each flow's Flume
+counters and of its topic's partitions and production groups (the flight recorder).
+
+A Flume tier is counted from the growth of its counters between the snapshots that bracket a
+window, and a finding's cause is read from what the recorder saw during the window: both need
+snapshots taken while the window runs. One task per flow.
+"""
+
+
+def flow_dags(config: Path | str | None = None) -> dict[str, DAG]:
+    """Every kafka-recon DAG for the valid flows of `config` (default: the configured flow
+    config), by DAG id. A bad flow gets no DAG here: `refuse_bad_flows` names it."""
+    path = Path(config) if config is not None else config_path()
+    flows = load_flows_partial(path)[0]
+    dags = {flow_dag_id(f.name): scheduled_dag(f, path) for f in flows.values()}
+    dags["recon_adhoc"] = adhoc_dag(sorted(flows), path)
+    if flows:  # a config that cannot be read is refuse_bad_flows' import error, not a DAG's
+        dags["recon_snapshots"] = snapshots_dag(sorted(flows), path)
+    return dags
+
+
+def refuse_bad_flows(config: Path | str | None = None) -> None:
+    """Raise one ConfigError naming every flow that has no DAG and why (or where the flow config
+    was looked for, when there is none): Airflow shows it as the calling file's import error."""
+    path = Path(config) if config is not None else config_path()
+    if config is None and not path.exists():
+        raise ConfigError(f"no flow config at {config_where()}")
+    errors = load_flows_partial(path)[1]
+    if errors:
+        raise ConfigError(f"{len(errors)} flow(s) of the flow config have no DAG: "
+                          + " | ".join(f"flow '{n}': {e}" if n != "(file)" else e
+                                       for n, e in sorted(errors.items())))
+
+
+def _default_args(owner: str) -> dict[str, object]:
+    return {
+        "owner": owner,
+        "retries": task_retries(),
+        "retry_delay": timedelta(minutes=2),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=30),
+    }
+
+
+def scheduled_dag(flow: Flow, config: Path) -> DAG:
+    with DAG(
+        dag_id=flow_dag_id(flow.name),
+        description=f"Daily reconciliation of flow {flow.name}",
+        # a data-interval timetable (Airflow 3's plain "@daily" gives zero-width intervals),
+        # one interval per window of the flow (1d unless it says 1h, 10m, ...)
+        schedule=CronDataIntervalTimetable(str(schedule_of(flow.window)), timezone="UTC"),
+        start_date=START,
+        catchup=False,
+        # windows are runs of their own: one that waits, fails or retries never holds back the
+        # next window (the run folder's claim already keeps two runs off one window)
+        max_active_runs=runs_in_flight(flow),
+        default_args=_default_args(",".join(flow.owners)),
+        tags=["kafka-recon", f"flow:{flow.name}", *flow.tags],
+        user_defined_macros=MACROS,
+        doc_md=SCHEDULED_DOC,
+    ) as dag:
+        daily_run(RunArgs(flow=flow.name, start="{{ data_interval_start.isoformat() }}",
+                          end="{{ data_interval_end.isoformat() }}", config=str(config)),
+                  staged_tiers(flow))
+    return dag
+
+
+@task
+def check(flow: str, start: str, end: str) -> list[str]:
+    """What the form's schema cannot check; returns the tiers to stage."""
+    from kafka_recon.airflow.tasks import check_adhoc
+
+    return check_adhoc(flow, start, end)
+
+
+def adhoc_dag(flows: list[str], config: Path) -> DAG:
+    with DAG(
+        dag_id="recon_adhoc",
+        description="Reconcile one flow over a chosen window",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"owner": "kafka-recon", "retries": 0},
+        tags=["kafka-recon", "ad-hoc"],
+        user_defined_macros=MACROS,
+        params={
+            "flow": Param(flows[0] if flows else "", type="string", enum=flows,
+                          title="Flow", description="A flow of the flow config."),
+            "start": Param(type="string", format="date-time", title="Window start",
+                           description="ISO 8601 with a time zone, e.g. 2026-11-20T00:00:00Z."),
+            "end": Param(type="string", format="date-time", title="Window end",
+                         description="ISO 8601 with a time zone, after the start."),
+            "replays": Param(2, type="integer", minimum=1, maximum=10, title="Replays",
+                             description="Replays of the topic, each under a fresh consumer "
+                                         "group (1 to 10)."),
+            "email": Param(True, type="boolean", title="Email the owners",
+                           description="Mail the report to the flow's owners."),
+        },
+        doc_md=ADHOC_DOC,
+    ) as dag:
+        args = RunArgs(flow="{{ params.flow }}", start="{{ params.start }}",
+                       end="{{ params.end }}", config=str(config),
+                       replays="{{ params.replays }}", email="{{ params.email }}")
+        tiers = check(args.flow, args.start, args.end)
+        staged = stage_tier.partial(flow=args.flow, start=args.start, end=args.end) \
+            .expand(tier=tiers)
+        tiers >> wait_for_closing(args) >> begin(args.flow, args.start, args.end) >> staged
+        wire_run(args, staged, AssetAlias(RECONCILED_ALIAS))
+    return dag
+
+
+@task
+def snapshot(flow: str, config: str) -> list[dict[str, object]]:
+    from kafka_recon.cluster.snapshots import take_snapshots
+    from kafka_recon.config import load_flow
+    from kafka_recon.errors import SourceUnreadable
+
+    taken, errors = take_snapshots({flow: load_flow(config, flow)})
+    if errors:  # what could be taken is kept; the task still goes red
+        raise SourceUnreadable("; ".join(errors))
+    return taken
+
+
+def snapshots_dag(flows: list[str], config: Path) -> DAG:
+    with DAG(
+        dag_id="recon_snapshots",
+        description="Snapshot each flow's Flume counters and its topic's leaders, ISR, offsets "
+                    "and groups",
+        schedule="*/5 * * * *",
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        # a missed snapshot only widens the bracket; a late retry is worse than the next run
+        default_args={"owner": "kafka-recon", "retries": 1,
+                      "retry_delay": timedelta(seconds=30),
+                      "execution_timeout": timedelta(minutes=2)},
+        tags=["kafka-recon", "snapshots"],
+        doc_md=SNAPSHOTS_DOC,
+    ) as dag:
+        for name in flows:
+            snapshot.override(task_id=f"snapshot__{name}")(name, str(config))
+    return dag
