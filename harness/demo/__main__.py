@@ -13,6 +13,8 @@ import json
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -170,6 +172,14 @@ def run_demo(workdir: Path, orders: int = 1000, crash_after_batches: int = 3) ->
               f"by kafka, {facts['sink']} in the sink", flush=True)
         env = demo_env(workdir, kafka.bootstrap, mail.port)
         log = workdir / "airflow.log"
+        # what a user runs first: could the flow run, and what would it read? (no Spark)
+        checked = subprocess.run(
+            [str(Path(sys.executable).parent / "kafka-recon"), "check", "--flow", FLOW,
+             "--start", start.isoformat(), "--end", end.isoformat()],
+            env=env, capture_output=True, text=True, timeout=300, check=False)
+        print(checked.stdout + checked.stderr, end="", flush=True)
+        if checked.returncode != 0:
+            raise RuntimeError(f"kafka-recon check of the demo flow: exit {checked.returncode}")
         if airflow(["db", "migrate"], env, log).returncode != 0:
             raise RuntimeError(f"airflow db migrate failed, see {log}")
         # run the day after the window: the data interval of that run is the window

@@ -4,10 +4,11 @@
                     [--master M | --remote sc://host:port]
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
+    kafka-recon check [--config FILE] [--flow NAME]      (could each flow run? what it would read)
     kafka-recon class-archive [--out FILE]               (the Spark driver's class archive)
     kafka-recon spark-server [--port N]                  (a warm Spark for runs with --remote)
 
-Exit codes (DESIGN.md, `kafka_recon.errors`): 0 status ok; 1 findings or inconclusive; 2 the
+Exit codes (docs/design.md, `kafka_recon.errors`): 0 status ok; 1 findings or inconclusive; 2 the
 run could not be made (bad config or window, missing jars), a source could not be read (the run
 folder then holds an inconclusive result naming it), or a step failed; one line says what and
 where.
@@ -126,6 +127,38 @@ def _audit(a: argparse.Namespace) -> int:
     return EXIT_FINDINGS if high else EXIT_OK
 
 
+def _check(a: argparse.Namespace) -> int:
+    import json
+
+    from kafka_recon.faces.check import as_json, check_config, render, summary, window_of
+    from kafka_recon.settings import config_where
+
+    config = a.config or config_path_or_refuse()
+    window = window_of(a.start, a.end)
+    checks = []
+    for c in check_config(config, a.flow, window):
+        checks.append(c)
+        if not a.json:
+            print("\n".join(render(c)), flush=True)
+    where = f"{config}" if a.config else config_where()
+    if a.json:
+        print(json.dumps({"config": str(config), "flows": as_json(checks)}, indent=2))
+    else:
+        print("\n".join(summary(checks, config, where)))
+    return EXIT_OK if checks and all(c.could_run for c in checks) else EXIT_ERROR
+
+
+def config_path_or_refuse() -> Path:
+    """The configured flow config; a missing one is refused naming where it was looked for."""
+    from kafka_recon.errors import ConfigError
+    from kafka_recon.settings import config_path, config_where
+
+    path = config_path()
+    if not path.is_file():
+        raise ConfigError(f"no flow config at {config_where()}; give --config FILE")
+    return path
+
+
 def _class_archive(a: argparse.Namespace) -> int:
     from kafka_recon.settings import class_archive_path, jvm_options, spark_jars
     from kafka_recon.spark.classes import build
@@ -154,6 +187,7 @@ def _spark_server(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kafka_recon.settings import use_cli_defaults
     from kafka_recon.spark.conf import CONNECT_PORT
 
     p = argparse.ArgumentParser(prog="kafka-recon", description="Find and locate lost Kafka "
@@ -177,6 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
     au.add_argument("--config", required=True, type=Path)
     au.add_argument("--flow", help="only this flow")
+    ck = sub.add_parser("check", help="validate the flow config, resolve its connections, "
+                        "run the preflight and show what a run would read, without Spark "
+                        "(exit 0 only if every flow could run)")
+    ck.add_argument("--config", type=Path, help="flow config (default: $KAFKA_RECON_CONFIG, "
+                    "[kafka_recon] config, else flows.yaml in the current directory)")
+    ck.add_argument("--flow", help="only this flow")
+    ck.add_argument("--start", help="window start (default: each flow's last closed window)")
+    ck.add_argument("--end", help="window end, with --start")
+    ck.add_argument("--json", action="store_true", help="the answers as JSON")
     c = sub.add_parser("class-archive", help="make the Spark driver's class archive, which "
                        "starts every later run's Spark sooner (kafka_recon.spark.classes)")
     c.add_argument("--out", type=Path, help="where (default $KAFKA_RECON_CLASS_ARCHIVE, else "
@@ -190,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     sv.add_argument("--port", type=int, default=CONNECT_PORT,
                     help=f"port (default {CONNECT_PORT})")
     a = p.parse_args(argv)
+    use_cli_defaults()  # the command's paths default under the current directory
     try:
-        return {"run": _run, "snapshot": _snapshot, "audit": _audit,
+        return {"run": _run, "snapshot": _snapshot, "audit": _audit, "check": _check,
                 "class-archive": _class_archive, "spark-server": _spark_server}[a.command](a)
     except ReconError as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)

@@ -1,0 +1,165 @@
+"""`kafka-recon check`: could every flow run, and what would a run read? Without Spark.
+
+For the flow config it validates every flow and every field (one line per error); for each valid
+flow it resolves every connection (Airflow's or AIRFLOW_CONN_*), runs the preflight a run runs
+(the cluster reached and authenticated, every ACL a run needs, the schema registry answering)
+and reads what the run would read over the last closed window: each topic's partitions, their
+offsets and the window's records, each SQL tier's rows, each Flume agent's counters. A flow
+could run when nothing failed; the command exits 0 only if every flow could.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, load_flows_partial
+from kafka_recon.errors import ReconError, TopicError, UsageError, one_line
+from kafka_recon.window import Window, iso_z
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class FlowCheck:
+    """One flow's answer: what each tier would give a run, and every reason it could not run."""
+
+    name: str
+    window: Window | None = None
+    lines: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def could_run(self) -> bool:
+        return not self.errors
+
+
+def last_closed_window(flow: Flow, now: datetime | None = None) -> Window:
+    """The latest window of the flow's schedule whose closing time has passed."""
+    now = now or datetime.now(UTC)
+    end = EPOCH + ((now - flow.closing - EPOCH) // flow.window) * flow.window
+    return Window(end - flow.window, end, flow.closing)
+
+
+def _attempt(check: FlowCheck, tier: str, read: Callable[[], list[str]]) -> None:
+    """Run one tier's reads; a failure is one of the flow's errors, named by tier."""
+    try:
+        check.lines += [f"{tier}: {line}" for line in read()]
+    except ReconError as exc:
+        check.errors.append(f"{tier}: {exc}")
+    except Exception as exc:  # a client library's own error: still one line, still named
+        check.errors.append(f"{tier}: {one_line(exc)}")
+
+
+def _kafka(tier: KafkaTier, window: Window) -> list[str]:
+    from kafka_recon.cluster import preflight
+    from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.sources.topic import window_offsets
+
+    ep = endpoint(tier)  # resolves its connection: an unknown one fails here
+    missing = preflight.gaps(ep, tier.topic, tier.consumer_groups)  # reached, authenticated
+    if missing:
+        raise TopicError(f"{ep.where}: kafka-recon's principal lacks "
+                         + "; ".join(f"{g.acl} ({g.cost})" for g in missing))
+    ranges = window_offsets(ep, tier.topic, Window.millis(window.start),
+                            Window.millis(window.closes_at))
+    lines = [f"topic '{tier.topic}' on {ep.where}: {len(ranges)} partition(s), "
+             f"{sum(r.end - r.start for r in ranges)} record(s) in the window (offsets, "
+             "not yet replayed)"]
+    lines += [f"  partition {r.partition}: log {r.log_start}..{r.high_watermark}, "
+              f"window {r.start}..{r.end} ({r.end - r.start})" for r in ranges]
+    if tier.schema_registry:
+        from kafka_recon.sources.registry import client
+
+        subjects = client(ep.registry_conf(tier.schema_registry)).get_subjects()
+        lines.append(f"schema registry {tier.schema_registry}: answers, "
+                     f"{len(subjects)} subject(s)")
+    return lines
+
+
+def _sql(flow: Flow, tier: SqlTier, window: Window) -> list[str]:
+    from kafka_recon.sources.connections import resolve, where
+    from kafka_recon.sources.sql import stage_sql_tier
+
+    url = resolve(tier.conn)
+    point = stage_sql_tier(tier, window, flow.bucket)
+    kind = "ids" if point.kind == "ids" else "counted"
+    return [f"{where(url)}: {point.count} row(s) in the window ({kind})"]
+
+
+def _flume(tier: FlumeTier) -> list[str]:
+    from kafka_recon.sources.flume import fetch_metrics, parse_metrics
+
+    snap = parse_metrics(tier, fetch_metrics(tier), datetime.now(UTC))
+    return [f"agent {tier.metrics_url}: counters readable, source '{tier.source}' accepted "
+            f"{snap.source_accepted}, sink '{tier.sink}' drained {snap.sink_drained} since "
+            "their start (a window is counted from the snapshots that bracket it)"]
+
+
+def check_flow(flow: Flow, window: Window | None = None) -> FlowCheck:
+    window = window or last_closed_window(flow)
+    out = FlowCheck(flow.name, window)
+    for tier in flow.tiers:
+        _attempt(out, tier.name, partial(_tier, flow, tier, window))
+    return out
+
+
+def _tier(flow: Flow, tier: KafkaTier | SqlTier | FlumeTier, window: Window) -> list[str]:
+    if isinstance(tier, KafkaTier):
+        return _kafka(tier, window)
+    if isinstance(tier, SqlTier):
+        return _sql(flow, tier, window)
+    return _flume(tier)
+
+
+def check_config(config: Path, only: str | None = None,
+                 window: tuple[datetime, datetime] | None = None) -> Iterator[FlowCheck]:
+    """Each flow's check, the flows whose config is wrong first (their errors only)."""
+    flows, errors = load_flows_partial(config)
+    if only is not None and only not in flows and only not in errors:
+        raise UsageError(f"{config}: no flow named '{only}' (flows: "
+                         f"{', '.join(sorted({*flows, *errors})) or 'none'})")
+    for name, text in sorted(errors.items()):
+        if only in (None, name):
+            yield FlowCheck(name if name != "(file)" else str(config),
+                            errors=text.splitlines())
+    for name, flow in sorted(flows.items()):
+        if only in (None, name):
+            yield check_flow(flow, Window(*window, flow.closing) if window else None)
+
+
+def render(check: FlowCheck) -> list[str]:
+    verdict = "could run" if check.could_run else f"cannot run ({len(check.errors)} error(s))"
+    head = f"flow '{check.name}': {verdict}"
+    if check.window is not None:
+        head += f", window {iso_z(check.window.start)}..{iso_z(check.window.end)}"
+    return [head, *(f"  {line}" for line in check.lines),
+            *(f"  error: {e}" for e in check.errors)]
+
+
+def summary(checks: list[FlowCheck], config: Path, where: str) -> list[str]:
+    bad = sorted(c.name for c in checks if not c.could_run)
+    return [f"flow config {where}",
+            f"{len(checks) - len(bad)} of {len(checks)} flow(s) could run"
+            + (f"; not: {', '.join(bad)}" if bad else "")]
+
+
+def as_json(checks: list[FlowCheck]) -> list[dict[str, Any]]:
+    return [{"flow": c.name, "could_run": c.could_run, "lines": c.lines, "errors": c.errors,
+             "window": c.window.as_json() if c.window else None} for c in checks]
+
+
+def window_of(start: str | None, end: str | None) -> tuple[datetime, datetime] | None:
+    if start is None and end is None:
+        return None
+    if start is None or end is None:
+        raise UsageError("--start and --end: give both, or neither for each flow's last "
+                         "closed window")
+    w = Window.parse(start, end)
+    return w.start, w.end
+
+
