@@ -5,7 +5,9 @@
 - `docs/layers.md`: the library's layers and the imports between its packages, as a Mermaid
   graph read from the code (every import, at the top of a module or inside a function);
 - `docs/schemas/<file>.schema.json`: the JSON Schema of `result.json` and of every file a run
-  writes (kafka_recon.runfiles), from their pydantic models.
+  writes (kafka_recon.runfiles), from their pydantic models;
+- `docs/reference/`: the flow config's and result.json's fields (from their models: types,
+  defaults, descriptions) and the settings (from kafka_recon.settings.SETTINGS).
 
 `--check` writes nothing and exits 1 naming each document that is not what the code makes
 (a unit test runs it).
@@ -17,7 +19,10 @@ import argparse
 import ast
 import json
 import sys
+import types
+from datetime import timedelta
 from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from kafka_recon.settings import REPO_ROOT
 
@@ -36,9 +41,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("result", ["kafka_recon.result"]),
     ("outputs", ["kafka_recon.outputs"]),
     ("orchestration", ["kafka_recon.orchestrate"]),
-    ("faces", ["kafka_recon.faces", "kafka_recon.airflow", "kafka_recon.__main__"]),
+    ("faces", ["kafka_recon.faces", "kafka_recon.airflow", "kafka_recon.jobs", "kafka_recon.dags",
+               "kafka_recon.__main__"]),
 ]
-TREES = ("kafka_recon", "spark_jobs", "harness", "dags", "plugins", "bench")
+TREES = ("kafka_recon", "harness", "dags", "plugins", "bench")
 
 
 # ------------------------------------------------------------------ the import graph
@@ -104,7 +110,7 @@ def layers_md() -> str:
            "edit by hand. A package may import its own layer or any layer below it, never one "
            "above (`tests/unit/test_layers.py` fails the build otherwise), and nothing imports "
            "in a cycle. The library never imports what tests or demonstrates it (`harness/`, "
-           "`tests/`, `bench/`), what runs it (`dags/`, `plugins/`, `spark_jobs/`).", "",
+           "`tests/`, `bench/`), what runs it (`dags/`, `plugins/`).", "",
            "| layer (bottom first) | packages and modules |", "|---|---|"]
     for name, prefixes in LAYERS:
         members = [p for p in packages if layer_of(p) == LAYERS.index((name, prefixes))]
@@ -149,9 +155,151 @@ def schemas() -> dict[str, str]:
     return out
 
 
+# ------------------------------------------------------------------ the references
+def _type(ann: Any) -> str:
+    """A field's type as a reader of the YAML or JSON needs it."""
+    from pydantic import BaseModel
+
+    origin, args = get_origin(ann), get_args(ann)
+    if ann is timedelta:
+        return "duration (`30s`, `10m`, `1h`, `1d`)"
+    if origin is Literal:
+        return " or ".join(f"`{a}`" for a in args)
+    if origin is Annotated:
+        return _type(args[0])
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type(a) for a in args if a is not type(None))
+    if origin is list:
+        return f"list of {_type(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type(args[0])} to {_type(args[1])}"
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return f"[{ann.__name__}](#{ann.__name__.lower()})"
+    if ann is Any:
+        return "any"
+    return f"`{getattr(ann, '__name__', str(ann))}`"
+
+
+def _default(field: Any) -> str:
+    from pydantic import BaseModel
+    from pydantic_core import PydanticUndefined
+
+    from kafka_recon.config import _shown
+
+    value = field.default
+    if value is PydanticUndefined:
+        return "required" if field.default_factory is None else "see its fields"
+    if value is None:
+        return "none"
+    if isinstance(value, timedelta):
+        return f"`{_shown(value)}`"
+    if isinstance(value, BaseModel):
+        return "see its fields"
+    return f"`{json.dumps(value)}`"
+
+
+def _cell(text: str | None) -> str:
+    return (text or "").replace("\n", " ").replace("|", "\\|")
+
+
+def _model_table(model: Any, present: Any = None) -> list[str]:
+    """One table row per field: its name, type, default (or when present), description."""
+    head = "| field | type | default | what |" if present is None else \
+        "| field | type | present | what |"
+    rows = [head, "|---|---|---|---|"]
+    for name, field in model.model_fields.items():
+        shown = field.alias or name
+        third = _default(field) if present is None else present(model, name, field)
+        rows.append(f"| `{shown}` | {_type(field.annotation)} | {third} | "
+                    f"{_cell(field.description)} |")
+    return rows
+
+
+def flow_config_md() -> str:
+    """docs/reference/flow-config.md: every field of the flow config, from its models."""
+    from kafka_recon.config import (
+        Alert,
+        Drops,
+        Flow,
+        FlumeTier,
+        KafkaTier,
+        RecordSpec,
+        SqlTier,
+        Tolerance,
+        Volume,
+    )
+
+    out = ["# Flow config reference", "",
+           "Generated by `make docs` from `kafka_recon/config.py`'s models (their fields, "
+           "types, defaults and descriptions); do not edit by hand. The flow config is one "
+           "YAML file, `flows: {<name>: <flow>}`; every field is checked when it is loaded, "
+           "an unknown one is refused, and `kafka-recon check` names each error on a line of "
+           "its own. How the fields are used: [Flows](../flows.md).", ""]
+    for model in (Flow, RecordSpec, SqlTier, FlumeTier, KafkaTier, Tolerance, Drops, Volume,
+                  Alert):
+        doc = (model.__doc__ or "").strip()
+        out += [f"## {model.__name__}", ""]
+        if doc and not doc.startswith(model.__name__ + "("):
+            out += [" ".join(doc.split()), ""]
+        out += [*_model_table(model), ""]
+    return "\n".join(out)
+
+
+def result_md() -> str:
+    """docs/reference/result.md: every field of result.json, from its models."""
+    from kafka_recon.result.model import (
+        Bucket,
+        Cause,
+        Finding,
+        Hop,
+        Replay,
+        Result,
+        Tier,
+        WindowJson,
+    )
+
+    def present(model: Any, name: str, field: Any) -> str:
+        from pydantic_core import PydanticUndefined
+
+        optional = model.__private_attributes__.get("_optional")
+        if name in (optional.default if optional else ()) or (
+                field.default is None and field.default_factory is None):
+            return "when set"
+        return "always" if field.default is PydanticUndefined else "always (may be empty)"
+
+    out = ["# result.json reference", "",
+           "Generated by `make docs` from `kafka_recon/result/model.py`; do not edit by hand. "
+           f"This is `schema_version` {Result.SCHEMA_VERSION}; its JSON Schema is "
+           "[result.schema.json](../schemas/result.schema.json). A reader refuses a newer "
+           "version and a field that is not here, in one line naming the file; every change "
+           "to the file is additive. What each status, side and kind means: "
+           "[Design](../design.md).", ""]
+    for model in (Result, WindowJson, Tier, Hop, Bucket, Replay, Finding, Cause):
+        out += [f"## {model.__name__}", "", *_model_table(model, present), ""]
+    return "\n".join(out)
+
+
+def settings_md() -> str:
+    """docs/reference/settings.md: every setting, from kafka_recon.settings.SETTINGS."""
+    from kafka_recon.settings import SECTION, SETTINGS
+
+    out = ["# Settings reference", "",
+           "Generated by `make docs` from `kafka_recon/settings.py`; do not edit by hand. A "
+           "setting comes from its environment variable, else the "
+           f"`[{SECTION}]` section of Airflow's configuration (`airflow.cfg`, or "
+           f"`AIRFLOW__{SECTION.upper()}__<KEY>`), else its default. Nothing a run writes "
+           "defaults to a place inside the installed package.", "",
+           f"| environment variable | `[{SECTION}]` key | default | what |", "|---|---|---|---|"]
+    out += [f"| `{s.var}` | {f'`{s.key}`' if s.key else '-'} | {_cell(s.default)} | "
+            f"{_cell(s.what)} |" for s in SETTINGS]
+    return "\n".join([*out, ""])
+
+
 def documents() -> dict[str, str]:
     """Every generated document's text, by its path under docs/."""
-    return {"layers.md": layers_md(), **schemas()}
+    return {"layers.md": layers_md(), "reference/flow-config.md": flow_config_md(),
+            "reference/result.md": result_md(), "reference/settings.md": settings_md(),
+            **schemas()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The flow config (DESIGN.md, "Flow config"): loaded from YAML and validated strictly.
+"""The flow config (docs/design.md, "Flow config"): loaded from YAML and validated strictly.
 
 Every error names the file, the flow and the field and says what was expected; unknown keys and
 repeated flow names are errors. Strings may use `${VAR}` or `${VAR:-default}` so one file serves
@@ -61,7 +61,8 @@ def schedule_of(window: timedelta) -> str | None:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # a field's docstring is its description (docs/reference/flow-config.md is made from them)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 EVENT_TIME_FORMATS = ("iso8601", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")
@@ -76,11 +77,14 @@ class RecordSpec(_Strict):
                                 '"value" (the whole key or value as UTF-8 text)')
     event_time: str = Field(description='JSONPath into the value, "kafka_timestamp", or with '
                                         'a debezium envelope "source_ts"')
-    # debezium: the value is a change event (JsonConverter, with or without its schema part);
-    # paths are read in the row image, `after` (c, u, r) or `before` (d); tombstones are no
-    # records; several changes of one id are one id present
     envelope: Literal["none", "debezium"] = "none"
+    """none, or debezium: the value is a change event (JsonConverter, with or without its schema
+    part); paths are read in the row image, `after` (c, u, r) or `before` (d); tombstones are no
+    records; several changes of one id are one id present."""
     format: str = "json"
+    """How a value is decoded: json; avro or json_schema in the schema registry's wire format
+    (magic byte 0, a 4-byte schema id); avro with `schema_file` for plain Avro binary written
+    without a registry."""
     schema_file: str | None = Field(None, description="an Avro schema (.avsc) for topics "
                                                       "written without a registry")
     event_time_format: str = Field(
@@ -167,8 +171,11 @@ class Tolerance(_Strict):
     """How many records of each kind a hop may show before its window fails: a count, or a
     percentage of the records the hop expected (rounded down: 0.01% of 9,999 records is 0)."""
     loss: Allowance = 0
+    """Records a hop may lose before its window fails: a count or a percentage."""
     duplicate: Allowance = 0
+    """Duplicate records a hop may show before its window fails."""
     unexpected: Allowance = 0
+    """Records downstream that no upstream tier had, allowed before the window fails."""
 
     def allowed(self, kind: ToleranceKind, expected: int | None) -> int:
         """The records of `kind` the hop may show, for a hop that expected `expected`."""
@@ -192,11 +199,12 @@ _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class Drops(_Strict):
     """The records a processor filters out on purpose, said over the records of the topic
     before it: they are `filtered` on the process hop, not lost."""
-    # a Spark SQL boolean expression over `fields`; null (a field absent) means kept
     where: str = Field(min_length=1)
-    # name -> where it is in the upstream topic's record: a JSONPath into the (decoded) value,
-    # or "key"; each is text (compare numbers with try_cast: a plain cast of bad text fails)
+    """A Spark SQL boolean expression over `fields`; a record for which it is true is dropped on
+    purpose (null, a field absent, means kept)."""
     fields: dict[str, str] = Field(min_length=1)
+    """Name -> where it is in the upstream topic's record: a JSONPath into the decoded value, or
+    "key"; each is text (compare numbers with try_cast: a plain cast of bad text fails)."""
 
     @field_validator("fields")
     @classmethod
@@ -215,11 +223,17 @@ class Drops(_Strict):
 
 class SqlTier(_Strict):
     name: str
+    """The tier's name, unique in the flow: it names the tier in hops, findings and id files."""
     type: Literal["sql"]
+    """sql: a table read through SQLAlchemy (staging) and JDBC (Spark)."""
     tolerance: Tolerance | None = None  # for the hop into this tier (else the flow's)
     conn: str = Field(description="Airflow connection id or SQLAlchemy URL")
     ids: str | None = None
+    """A query returning `id` and `event_time` for the window, using :start and :end: the tier is
+    counted record by record."""
     counts: str | None = None
+    """Instead of `ids`: a query returning `bucket` and `count` for the window, using :start and
+    :end: the tier is counted per bucket."""
 
     @field_validator("ids", "counts")
     @classmethod
@@ -235,11 +249,18 @@ class SqlTier(_Strict):
 
 class FlumeTier(_Strict):
     name: str
+    """The tier's name, unique in the flow; its counting points are `<name>.source` and
+    `<name>.sink`."""
     type: Literal["flume"]
+    """flume: an Apache Flume agent, counted from its HTTP metrics between snapshots."""
     tolerance: Tolerance | None = None
+    """The tolerance of the hops into this tier's points (else the flow's)."""
     metrics_url: str
+    """The agent's JSON metrics (`-Dflume.monitoring.type=http`), e.g. http://host:41414/metrics."""
     source: str
+    """The Flume source whose EventAcceptedCount counts records in."""
     sink: str
+    """The Flume sink whose EventDrainSuccessCount counts records out."""
 
 
 ClientProps = dict[str, str | int | float | bool]
@@ -253,34 +274,51 @@ HopKind = Literal["replication", "process"]
 
 class KafkaTier(_Strict):
     name: str
+    """The tier's name, unique in the flow."""
     type: Literal["kafka"]
-    # where the cluster is: `bootstrap`, or `conn` (an Airflow connection of type kafka whose
-    # extra is a librdkafka dict: bootstrap.servers, security.protocol, sasl.*, ssl.*), or both
+    """kafka: a topic, replayed by fresh consumer groups."""
     bootstrap: str | None = None
+    """The cluster's bootstrap servers; or `conn`, or both."""
     conn: str | None = None
+    """An Airflow connection of type kafka whose extra is a librdkafka dict (bootstrap.servers,
+    security.protocol, sasl.*, ssl.*)."""
     topic: str
-    # the schema registry for `avro` / `json_schema` records (else the connection's
-    # schema.registry.url); `mock://name` is confluent-kafka's in-process registry (tests)
+    """The topic; for a mirror, the mirrored topic's name on its cluster (e.g. A.orders)."""
     schema_registry: str | None = None
+    """The schema registry's URL for avro and json_schema records (else the connection's
+    schema.registry.url); `mock://name` is confluent-kafka's in-process registry (tests)."""
     consumer_groups: list[str] = []
+    """The production consumer groups reading the topic: their committed offsets tell a consume-
+    side loss from retention, and are never touched."""
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
-    # the flow's own clients, which no broker can see: declared here or in the apps' files
+    """How the replay reads transactions: read_committed leaves aborted records out."""
     producer: ClientProps = {}
+    """The flow's producer settings (no broker can see them), for the audit; or
+    `producer_properties`."""
     consumer: ClientProps = {}
+    """The flow's consumer settings, for the audit; or `consumer_properties`."""
     producer_properties: str | None = None
+    """The producer .properties file of the application (relative to the flow config), for
+    the audit."""
     consumer_properties: str | None = None
-    # a topic fed by another topic of the flow: how (`replication`: MirrorMaker 2 or any
-    # mirror; `process`: a consume-transform-produce processor), and where its records keep
-    # their id and time when a processor changed the value (else the flow's `record`)
+    """The consumer .properties file of the application (relative to the flow config), for
+    the audit."""
     via: HopKind | None = None
+    """For a topic fed by the topic before it: replication (MirrorMaker 2 or any mirror) or process
+    (a consume-transform-produce processor)."""
     record: RecordSpec | None = None
-    # how long after the window's end this topic's records may still arrive (a mirror lags)
+    """Where this topic's records keep their id and time when a processor changed the value (else
+    the flow's `record`)."""
     grace: timedelta | None = None
+    """How long after the window's end this topic's records may still arrive (a mirror lags); else
+    the flow's grace."""
     tolerance: Tolerance | None = None  # for the hop into this topic (else the flow's)
-    # a MirrorMaker 2 properties file (mm2.properties) whose settings the audit checks
+    """The tolerance of the hop into this topic (else the flow's)."""
     mirror_properties: str | None = None
-    # via: process only: the records of the topic before that the processor drops on purpose
+    """A MirrorMaker 2 properties file (mm2.properties) whose settings the audit checks."""
     drops: Drops | None = None
+    """via: process only: the records of the topic before that the processor drops on purpose
+    (`filtered`, not lost)."""
 
     @field_validator("grace", mode="before")
     @classmethod
@@ -314,6 +352,7 @@ class Point:
     """A place records are counted: a tier, or one end (source, sink) of a Flume tier."""
 
     name: str
+    """The tier's name, unique in the flow."""
     tier: SqlTier | FlumeTier | KafkaTier
 
     @property
@@ -326,8 +365,11 @@ class Point:
 class Volume(_Strict):
     """The volume band for flows with no upstream count: same weekday, trailing weeks."""
     weeks: int = Field(4, ge=1, le=52)
+    """How many trailing weeks of the same weekday the band is drawn from."""
     band: float = Field(0.3, gt=0, lt=1)  # each way, around the median of those windows
+    """The band's half-width each way around the median of those windows (0.3: 30%)."""
     min_history: int = Field(2, ge=1)
+    """Windows of history needed before the band is judged at all."""
 
 
 AlertEvent = Literal["findings", "inconclusive", "recovery"]
@@ -338,32 +380,51 @@ class Alert(_Strict):
     over an Airflow connection (slack: an incoming webhook, `slackwebhook`; pagerduty: an
     Events API v2 integration, `pagerduty_events`)."""
     type: Literal["slack", "pagerduty"]
+    """slack (an incoming webhook connection, `slackwebhook`) or pagerduty (an Events API v2
+    connection, `pagerduty_events`)."""
     conn: str = Field(min_length=1)
+    """The Airflow connection the notifier sends through."""
     # which windows it hears of: `recovery` is an ok window after one that was not (not
     # `on`: YAML reads that key as the boolean true)
     when: list[AlertEvent] = Field(["findings", "inconclusive"], min_length=1)
-    # pagerduty: the severity of a findings event (an inconclusive one is a warning)
+    """Which windows it hears of: findings, inconclusive, recovery (an ok window after one that was
+    not)."""
     severity: Literal["critical", "error", "warning", "info"] = "error"
+    """pagerduty: the severity of a findings event (an inconclusive one is a warning)."""
 
 
 class Flow(_Strict):
     name: str
+    """The flow's name: the key under `flows:`."""
     owners: list[str] = Field(min_length=1)
+    """Who receives the flow's report by mail, whether the run passed or not."""
     tags: list[str] = []  # Airflow tags of the flow's DAG, beside kafka-recon and flow:<name>
+    """Airflow tags of the flow's DAG, beside kafka-recon and flow:<name>."""
     bucket: timedelta = timedelta(hours=1)
+    """The slice of the window that says when records went missing (a window shorter than 1h is its
+    own bucket unless told)."""
     grace: timedelta = timedelta(minutes=10)
-    # how far a partition's Kafka timestamps may run out of order (several producers' clocks
-    # and batches): the replay reads this much beyond the window's offsets on both sides
+    """How long after a window ends a record may still arrive: inside it, late; after it, lost."""
     disorder: timedelta = timedelta(minutes=5)
+    """How far a partition's Kafka timestamps may run out of order (several producers' clocks and
+    batches): the replay reads this much beyond the window's offsets on both sides."""
     replays: int = Field(2, ge=1, le=10)
+    """Replays of the topic, each by a fresh consumer group (1 to 10): agreeing replays make a
+    write-side loss certain."""
     record: RecordSpec
+    """Where a record's id and event time are, and how its value is decoded."""
     tiers: list[Tier] = Field(min_length=2)
+    """The places the flow's records are counted, in flow order: sql, flume and kafka tiers, at
+    least one kafka."""
     tolerance: Tolerance = Tolerance()
+    """What a hop may show before its window fails (per tier: the tier's `tolerance`)."""
     volume: Volume = Volume()
+    """The volume band, for flows with no upstream count."""
     alerts: list[Alert] = []
-    # the window of the flow's scheduled DAG: 1d, whole hours dividing a day, or whole minutes
-    # dividing an hour (Chaperone's 10-minute buckets); the ad-hoc DAG takes any window
+    """Where else the owners hear of a window: Slack, PagerDuty."""
     window: timedelta = timedelta(days=1)
+    """The window of the flow's scheduled DAG: 1d, whole hours dividing a day, or whole minutes
+    dividing an hour; the ad-hoc DAG takes any window."""
 
     @model_validator(mode="before")
     @classmethod
@@ -479,7 +540,7 @@ class Flow(_Strict):
         return out
 
     def side_of(self, upstream_point: str) -> str:
-        """The side of the hop from a point to the next (DESIGN.md's sides, and the README's
+        """The side of the hop from a point to the next (docs/design.md's sides, and the README's
         for chains of topics): `write` up to and into a topic from outside Kafka,
         `replication` or `process` from one topic into the next (its `via`), `consume` out of
         a topic, and beyond it."""

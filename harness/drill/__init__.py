@@ -1,4 +1,4 @@
-"""The loss drill: every scenario of DESIGN.md's catalogue made to happen for real, then found.
+"""The loss drill: every scenario of docs/design.md's catalogue made to happen for real, then found.
 
 A scenario runs real client applications (`apps`) with the seeds' settings on a real
 three-broker KRaft cluster, injects a real fault timed from observed state (`faults`), runs the

@@ -1,4 +1,4 @@
-"""DESIGN.md's loss scenario catalogue, each as settings, an act and the finding it must give.
+"""docs/design.md's loss scenario catalogue, each as settings, an act and the finding it must give.
 
 An act starts the apps with the seed's settings and injects the fault when the cluster and the
 ledgers show the state the fault needs (the leader really is the broker killed; the records

@@ -1,4 +1,4 @@
-"""Every run's per-hop, per-bucket results, kept in a database (DESIGN.md, "History").
+"""Every run's per-hop, per-bucket results, kept in a database (docs/design.md, "History").
 
 SQLite by default (`<runs root>/history.db`); PostgreSQL or any SQLAlchemy database through
 `KAFKA_RECON_HISTORY`, an SQLAlchemy URL or an Airflow connection id. A run is keyed by flow and

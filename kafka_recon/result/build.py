@@ -1,4 +1,4 @@
-"""The result of a run from the reconcile step's aggregates (DESIGN.md, "Result").
+"""The result of a run from the reconcile step's aggregates (docs/design.md, "Result").
 
 The Spark step computes per-hop, per-bucket numbers and writes the id files; this module turns
 those numbers into the typed result (`kafka_recon.result.model`), building each tier, hop and

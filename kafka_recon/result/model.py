@@ -1,4 +1,4 @@
-"""`result.json` as types: one set of models produces and reads it (DESIGN.md, "Result").
+"""`result.json` as types: one set of models produces and reads it (docs/design.md, "Result").
 
 The JSON is what earlier versions wrote, with `schema_version` first (a result without one is
 version 0, read as version 1: nothing else changed). Fields that only some results carry (a
@@ -44,7 +44,8 @@ AUDIT_KINDS = tuple(k for k, w in KINDS.items() if w.audit)
 
 
 class _Model(Part):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True,
+                              use_attribute_docstrings=True)
 
     # fields written only when set (None means "this result does not carry it")
     _optional: frozenset[str] = frozenset()
@@ -65,45 +66,76 @@ class _Model(Part):
 
 class Bucket(_Model):
     bucket: str
+    """The bucket's start, ISO 8601 UTC."""
     expected: int = 0
+    """Records the hop's upstream end had in the bucket."""
     observed: int = 0
+    """Records its downstream end had."""
     missing: int = 0
+    """Records of the bucket lost on the hop."""
     unexpected: int = 0
+    """Records downstream in the bucket that the upstream end did not have."""
     duplicate: int = 0
+    """Extra copies downstream in the bucket."""
 
 
 class Tier(_Model):
     _optional = frozenset({"estimate", "late", "where"})
     name: str
+    """The counting point: a tier, or a Flume tier's `<tier>.source` / `<tier>.sink`."""
     count: int | None
+    """Records counted in the window (null: the point could not be counted)."""
     distinct: int | None = None
+    """Distinct ids among them (an id tier)."""
     unidentifiable: int | None = None
+    """Records whose id or event time could not be read (counted, never dropped)."""
     buckets: dict[str, int] = {}
-    estimate: int | None = None  # the topic only: offsets between the timestamps
-    late: int | None = None      # the topic only
-    where: str | None = None  # the tier's place from the flow config: a topic's cluster, ...
+    """Records per bucket start."""
+    estimate: int | None = None
+    """The topic only: offsets between the window's timestamps, the quick estimate (never the
+    verdict)."""
+    late: int | None = None
+    """The topic only: records that arrived inside grace."""
+    where: str | None = None
+    """The tier's place from the flow config: a topic and its cluster, a database without its
+    password, a Flume agent's address."""
 
 
 class Hop(_Model):
     _optional = frozenset({"ids_between", "filtered", "filtered_ids"})
     from_: str = Field(alias="from")
+    """The upstream counting point."""
     to: str
+    """The downstream counting point."""
     side: Side
+    """write, consume, replication or process."""
     exact: bool
+    """Ids compared one by one (both ends id tiers), else counts per bucket."""
     expected: int | None
+    """Records the upstream end had."""
     observed: int | None
+    """Records the downstream end had."""
     missing: int
+    """Records lost on the hop."""
     unexpected: int
+    """Records downstream that the upstream end did not have."""
     duplicate: int
+    """Extra copies downstream."""
     missing_ids: str | None = None
+    """The run-folder path of the CSV of every missing id."""
     unexpected_ids: str | None = None
+    """The CSV of every unexpected id."""
     duplicate_ids: str | None = None
+    """The CSV of every duplicated id."""
     buckets: list[Bucket] = []
+    """The hop's counts per bucket."""
     ids_between: list[str] | None = None
-    # a process hop with declared drops: the ids the processor filtered out on purpose (every
-    # record of theirs a declared drop, none after it); not in `expected`, never loss
+    """A counted hop whose loss the id tiers around it name exactly: those tiers."""
     filtered: int | None = None
+    """A process hop with declared drops: records the processor filtered out on purpose (not in
+    `expected`, never loss)."""
     filtered_ids: str | None = None
+    """The CSV of the filtered ids."""
 
     @property
     def name(self) -> str:
@@ -112,24 +144,39 @@ class Hop(_Model):
 
 class Replay(_Model):
     _optional = frozenset({"tier", "read", "unidentifiable", "out_of_order"})
-    tier: str | None = None  # which topic, when the flow has several
+    tier: str | None = None
+    """Which topic, when the flow has several."""
     group: str
+    """The replay's fresh consumer group (never committed)."""
     read: int | None = None
+    """Records between the offsets read, the disorder margin included, any event time."""
     count: int
+    """Records of the window the replay read."""
     distinct: int
+    """Distinct ids among them."""
     unidentifiable: int | None = None
+    """Records whose id or event time could not be read."""
     fingerprint: str
+    """A digest of the ids read: replays that agree have the same one."""
     out_of_order: int | None = None
+    """Records stamped more than the disorder margin outside the window (the run is
+    inconclusive)."""
 
 
 class Cause(_Model):
     """Why a finding happened, as far as the evidence goes (kafka_recon.result.causes)."""
     code: str
+    """The mechanism, e.g. commit_ahead_of_processing, unclean_leader_election."""
     summary: str
+    """One sentence for the report."""
     confidence: Literal["likely", "possible", "unknown"]
+    """likely, possible or unknown."""
     evidence: list[str] = []
+    """What the evidence showed, each a sentence."""
     seed: str
+    """The source article that describes the mechanism."""
     fix: str
+    """What to change so it does not happen again."""
 
 
 class Finding(_Model):
@@ -137,31 +184,52 @@ class Finding(_Model):
                            "recommended", "why", "fix", "blocking", "cause", "group",
                            "offsets", "allowed"})
     kind: Kind
+    """loss, duplicate, unexpected, late, replay_unstable, unidentifiable, config_risk or
+    health."""
     # the audit's fields (config_risk, health)
     rule: str | None = None
+    """The audit's rule (config_risk, health)."""
     side: Side
+    """Where along the flow: write, consume, replication or process."""
     severity: Literal["high", "medium", "low"] | None = None
+    """The audit's severity: high, medium or low."""
     seed: str | None = None
+    """The audit's source article."""
     topic: str | None = None
+    """The audit's topic."""
     where: str | None = None
+    """The audit's place: the topic, a broker, a client."""
     observed: Any = None
+    """The audit's observed setting."""
     recommended: Any = None
+    """The audit's recommended setting."""
     why: str | None = None
+    """Why the audit's rule matters."""
     fix: str | None = None
+    """How to fix what the audit found."""
     blocking: bool | None = None
+    """The audit's risk makes the window's count unreliable."""
     # every finding
     hop: str
+    """The hop (`from->to`) or tier it is about."""
     count: int
+    """Records of this kind."""
     ids: str | None = None
-    # a Cause; the text "retention" in results written before causes were objects
+    """The run-folder path of the CSV of every id (never a sample)."""
+    # the text "retention" in results written before causes were objects
     cause: Cause | str | None = None
+    """Why it happened, as far as the evidence goes."""
     group: str | None = None
+    """A loss to retention: the consumer group that had not read the records."""
     buckets: list[str] = []
+    """The buckets it touches."""
     within_tolerance: bool = False
-    # records of this kind the hop's tolerance allows (a count, or its percentage of the
-    # hop's expected records); None: a kind no tolerance applies to
+    """Inside the hop's tolerance: reported, not a failure."""
     allowed: int | None = None
-    offsets: int | None = None  # a loss to retention: offsets deleted unread
+    """Records of this kind the hop's tolerance allows (a count, or its percentage of the
+    hop's expected records); null: a kind no tolerance applies to."""
+    offsets: int | None = None
+    """A loss to retention: offsets deleted unread."""
 
     @property
     def words(self) -> KindWords:
@@ -183,7 +251,9 @@ class Finding(_Model):
 
 class WindowJson(_Model):
     start: str
+    """The window's start, ISO 8601 UTC (inclusive)."""
     end: str
+    """The window's end, ISO 8601 UTC (exclusive)."""
 
 
 class Result(_Model, RunFile):
@@ -194,16 +264,27 @@ class Result(_Model, RunFile):
     FILE = "result"
     _optional = frozenset({"bucket_seconds", "grace_seconds"})
     flow: str
+    """The flow's name."""
     window: WindowJson
+    """The window reconciled."""
     bucket_seconds: int | None = None
+    """The flow's bucket, in seconds."""
     grace_seconds: int | None = None
+    """The flow's grace, in seconds."""
     status: Status
+    """ok, findings, or inconclusive (the run could not see everything; never reported as ok)."""
     tiers: list[Tier] = []
+    """Every counting point's counts, in flow order."""
     hops: list[Hop] = []
+    """Every hop's comparison, in flow order."""
     replays: list[Replay] = []
+    """Each replay of each topic."""
     replays_consistent: bool = False
+    """The replays of every topic agreed."""
     findings: list[Finding] = []
+    """Every problem found."""
     reasons: list[str] = []
+    """Why the run is inconclusive, each a sentence naming what could not be seen."""
 
     # ------------------------------------------------------------------ reading
     @classmethod

@@ -1,4 +1,4 @@
-"""reconcile.json: what the reconcile step counted (DESIGN.md, "Data flow", step 3).
+"""reconcile.json: what the reconcile step counted (docs/design.md, "Data flow", step 3).
 
 For each point of the flow its count per bucket; for each hop its expected, observed, missing,
 unexpected and duplicate records per bucket, where its id files are, and the evidence of a

@@ -16,14 +16,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kafka_recon.errors import ResultError
 
-# the sides of DESIGN.md: where along the flow a record was lost, duplicated or written
+# the sides of docs/design.md: where along the flow a record was lost, duplicated or written
 Side = Literal["write", "consume", "replication", "process"]
 
 
 class Part(BaseModel):
     """A piece of a run file: unknown fields are refused, a typo never passes silently."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # a field's docstring is its description (the published schemas and docs/reference)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
