@@ -71,30 +71,67 @@ def test_three_kraft_brokers_agree_on_one_quorum_with_their_own_ports(compose: d
         assert s["environment"]["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
 
 
-def test_airflow_services_share_the_flow_config_dags_and_connections(compose: dict[str, Any]
-                                                                    ) -> None:
+def test_airflow_services_share_their_environment_mounts_and_connections(
+        compose: dict[str, Any]) -> None:
     mounts = {n: set(compose["services"][n]["volumes"]) for n in AIRFLOW}
     first = mounts[AIRFLOW[0]]
     assert all(m == first for m in mounts.values())
-    for folder in ("config", "dags", "plugins", "spark_jobs", "expectations"):
-        assert f"./{folder}:/opt/kafka-recon/{folder}:ro" in first
-        assert (REPO_ROOT / folder).is_dir(), folder
+    assert first == {"./dags:/opt/airflow/dags:ro", "./config:/opt/kafka-recon/config:ro",
+                     "logs:/opt/airflow/logs", "runs:/opt/kafka-recon/runs"}
     for n in AIRFLOW:
         env = compose["services"][n]["environment"]
-        assert env["KAFKA_RECON_CONFIG"] == "/opt/kafka-recon/config/flows.yaml"
+        assert env["AIRFLOW__KAFKA_RECON__CONFIG"] == "/opt/kafka-recon/config/flows.yaml"
+        assert env["AIRFLOW__KAFKA_RECON__RUNS"] == "/opt/kafka-recon/runs"
         assert "spark://spark-master" in env["AIRFLOW_CONN_SPARK_DEFAULT"]
         assert '"host": "mailpit"' in env["AIRFLOW_CONN_SMTP_DEFAULT"]
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
         assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert compose["services"][n]["user"] == "${AIRFLOW_UID:-50000}:0"
     # executors write id files into the run folder the Airflow side reads
     assert "runs:/opt/kafka-recon/runs" in compose["services"]["spark-worker"]["volumes"]
+    assert {"runs", "logs", "postgres"} <= set(compose["volumes"])
 
 
-def test_airflow_waits_for_a_healthy_database_and_the_migration(compose: dict[str, Any]) -> None:
-    deps = compose["services"]["airflow-scheduler"]["depends_on"]
-    assert deps["postgres"] == {"condition": "service_healthy"}
-    assert deps["airflow-init"] == {"condition": "service_completed_successfully"}
-    assert deps["kafka-1"] == {"condition": "service_healthy"}
+def test_every_folder_or_file_it_mounts_exists_in_the_repository(compose: dict[str, Any]
+                                                                 ) -> None:
+    for name, svc in compose["services"].items():
+        for volume in svc.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith((".", "/")):
+                assert (REPO_ROOT / source).exists(), f"{name} mounts {source}"
+    assert (REPO_ROOT / "config" / "flows.yaml").is_file()
+
+
+def test_no_secret_has_a_default_the_fernet_key_and_jwt_secret_must_be_given(
+        compose: dict[str, Any]) -> None:
+    env = compose["x-airflow-common"]["environment"]
+    for var in ("AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET"):
+        assert re.fullmatch(rf"\$\{{{var}:\?[^}}]+\}}", env[var]), env[var]
+    assert "change-me" not in COMPOSE.read_text()
+
+
+def test_an_init_service_migrates_and_every_airflow_component_waits_for_it(
+        compose: dict[str, Any]) -> None:
+    init = compose["services"]["airflow-init"]
+    assert init["environment"]["_AIRFLOW_DB_MIGRATE"] == "true"
+    assert "chown" in init["command"][1] and "/entrypoint airflow version" in init["command"][1]
+    for n in AIRFLOW:
+        deps = compose["services"][n]["depends_on"]
+        assert deps["airflow-init"] == {"condition": "service_completed_successfully"}, n
+        assert deps["postgres"] == {"condition": "service_healthy"}, n
+    assert compose["services"]["airflow-scheduler"]["depends_on"]["kafka-1"] == {
+        "condition": "service_healthy"}
+
+
+def test_the_image_installs_the_wheel_by_the_script_the_install_test_runs() -> None:
+    dockerfile = (REPO_ROOT / "docker" / "airflow.Dockerfile").read_text()
+    assert "dist/kafka_recon-0.1.0-py3-none-any.whl" in dockerfile
+    assert "install.sh python" in dockerfile and "requirements.lock" in dockerfile
+    assert " -e " not in dockerfile and "[dev]" not in dockerfile
+    assert not re.search(r"^COPY .*\bkafka_recon\s", dockerfile, re.M), "no source tree"
+    from kafka_recon import __version__
+
+    assert f"kafka_recon-{__version__}-py3-none-any.whl" in dockerfile
 
 
 def test_published_ports_do_not_collide(compose: dict[str, Any]) -> None:
