@@ -1,4 +1,4 @@
-"""The way kafka-recon is deployed: Airflow's own scheduler runs a 5-minute flow's DAG while
+"""The way kafka-recon is deployed: Airflow's own scheduler runs a 3-minute flow's DAG while
 its pipeline keeps writing (api-server, scheduler, dag-processor and triggerer, LocalExecutor,
 a PostgreSQL metadata database; no `airflow dags test`, no backfill).
 
@@ -30,7 +30,9 @@ pytestmark = pytest.mark.integration
 
 FLOW = "live"
 DAG = f"recon__{FLOW}"
-WINDOW = timedelta(minutes=5)
+# 3 minutes: the shortest window whose run (about 90 s of Spark on a busy 2-core machine) ends
+# before the next window's; three windows take make test about 7 minutes
+WINDOW = timedelta(minutes=3)
 CLOSING = timedelta(minutes=1, seconds=10)  # grace 1m + disorder 10s
 LOST = 3
 
@@ -71,7 +73,7 @@ def live(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFa
     mail = MailCatcher(work / "mail").start()
     pipeline = LivePipeline(work / "pipeline", kafka.bootstrap, topic="live_orders")
     config = work / "flows.yaml"
-    config.write_text(pipeline.flow_yaml(FLOW, window="5m", grace="1m", disorder="10s"))
+    config.write_text(pipeline.flow_yaml(FLOW, window="3m", grace="1m", disorder="10s"))
     servers = AirflowServers(
         work / "airflow",
         airflow_env(work / "airflow", smtp_port=mail.port, extra={
