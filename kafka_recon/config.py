@@ -126,7 +126,7 @@ class RecordSpec(_Strict):
     def _record_format(cls, v: str) -> str:
         if v == "protobuf":
             raise ValueError("protobuf records cannot be read: spark-protobuf is not on the "
-                             "Maven Central kafka-recon installs from (README, 'Record "
+                             "Maven Central kafka-recon installs from (docs/cluster.md, 'Record "
                              "formats')")
         if v not in RECORD_FORMATS:
             raise ValueError(f"expected one of {', '.join(RECORD_FORMATS)}, got {v!r}")
@@ -540,7 +540,7 @@ class Flow(_Strict):
         return out
 
     def side_of(self, upstream_point: str) -> str:
-        """The side of the hop from a point to the next (docs/design.md's sides, and the README's
+        """The side of the hop from a point to the next (docs/design.md's sides, and docs/flows.md's
         for chains of topics): `write` up to and into a topic from outside Kafka,
         `replication` or `process` from one topic into the next (its `via`), `consume` out of
         a topic, and beyond it."""

@@ -144,7 +144,7 @@ def grant(plaintext_bootstrap: str, principal: str, acls: list[tuple[str, str, s
 
 
 def reader_acls(topic: str, groups: list[str]) -> list[tuple[str, str, str, str]]:
-    """The least-privilege set the README lists for kafka-recon's principal."""
+    """The least-privilege set docs/cluster.md lists for kafka-recon's principal."""
     return [("TOPIC", topic, "LITERAL", "READ"), ("TOPIC", topic, "LITERAL", "DESCRIBE"),
             ("TOPIC", topic, "LITERAL", "DESCRIBE_CONFIGS"),
             ("GROUP", "kafka-recon-", "PREFIXED", "READ"),

@@ -276,7 +276,7 @@ ACL_COSTS = {
 RULES.append(Rule(
     "A1-audit-incomplete", "health", "write", "low", "004",
     "kafka-recon's principal may not read these configurations, so part of the audit was "
-    "skipped.", "Grant the ACL named (README, 'Connecting to your cluster').",
+    "skipped.", "Grant the ACL named (docs/cluster.md, 'The preflight, and the ACLs to grant').",
     lambda f: [Hit(f"missing ACL: {acl}", "granted",
                    ACL_COSTS["Cluster" if ":kafka-cluster" in acl else "Topic"])
                for acl in f.skipped]))

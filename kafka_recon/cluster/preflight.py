@@ -113,4 +113,5 @@ def check(ep: KafkaEndpoint, topic: str, groups: list[str]) -> None:
     if missing:
         listed = "; ".join(f"{g.acl} ({g.cost})" for g in missing)
         raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s): "
-                         f"{listed}. Grant them (README, 'Connecting to your cluster')")
+                         f"{listed}. Grant them (docs/cluster.md, 'The preflight, and the "
+                         "ACLs to grant')")

@@ -126,7 +126,7 @@ class KafkaEndpoint:
             if key.startswith(("sasl.", "ssl.", "enable.ssl.")):
                 raise ConfigError(f"{self.where}: setting {key!r} has no equivalent for the "
                                   "replay's Java consumer (it would connect differently from "
-                                  "staging); use the settings the README lists")
+                                  "staging); use the settings docs/cluster.md lists")
         return out
 
     def spark_options(self) -> dict[str, str]:

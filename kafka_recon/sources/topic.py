@@ -28,8 +28,8 @@ class PartitionRange:
     first_timestamp: int | None = None  # ms, of the record at log_start when log_start > 0
 
 
-# the prefix of every group id kafka-recon's clients use (README, "Connecting to your cluster":
-# the one group ACL kafka-recon needs is a prefixed one on it)
+# the prefix of every group id kafka-recon's clients use (docs/cluster.md, "The preflight, and
+# the ACLs to grant": the one group ACL kafka-recon needs is a prefixed one on it)
 GROUP_PREFIX = "kafka-recon-"
 
 

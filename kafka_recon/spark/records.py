@@ -1,6 +1,6 @@
 """How a record's id and event time are read, the same way for every tier: pure Spark columns.
 
-Ids are compared as text, after one normalisation (README, "How ids are compared"):
+Ids are compared as text, after one normalisation (docs/flows.md, "How ids are compared"):
 
 - a number written with a fractional part of zeros is the integer: `1.0` and `-12.000` are
   `1` and `-12`; `-0` is `0` (a JSON number and an SQL integer of the same value are one id);

@@ -238,7 +238,7 @@ def test_plugin_page_answers_only_behind_airflow_login(
 def test_prometheus_scrapes_the_plugins_metrics_and_fires_the_readmes_alert(
         stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]]) -> None:
     """Debian's Prometheus scrapes /recon/metrics from Airflow's api-server with the metrics
-    token and evaluates the shipped rule file (the README's example)."""
+    token and evaluates the shipped rule file (docs/platform.md's example)."""
     from harness.services.prometheus import Prometheus
     from kafka_recon.settings import REPO_ROOT
 

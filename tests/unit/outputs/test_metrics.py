@@ -182,8 +182,8 @@ def test_with_no_token_set_a_bearer_is_not_enough(app: Any,
     assert r.status_code in (401, 403)
 
 
-def test_the_readmes_alert_rule_is_the_shipped_rule_file() -> None:
+def test_the_docs_alert_rules_are_the_shipped_rule_file() -> None:
     from kafka_recon.settings import REPO_ROOT
 
     rules = (REPO_ROOT / "config" / "prometheus" / "kafka_recon_rules.yml").read_text()
-    assert rules.strip() in (REPO_ROOT / "README.md").read_text()
+    assert rules.strip() in (REPO_ROOT / "docs" / "platform.md").read_text()
