@@ -44,6 +44,11 @@ LIBRDKAFKA_ONLY = frozenset({
     "statistics.interval.ms", "ssl.endpoint.identification.algorithm",
 })
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# the client.id of every client kafka-recon opens (staging, audit, recorder, the replay's
+# consumers), unless the connection names its own: one name a broker quota can cap at once
+# (`kafka-configs --alter --entity-type clients --entity-name kafka-recon
+# --add-config consumer_byte_rate=...`, docs/cluster.md)
+CLIENT_ID = "kafka-recon"
 MECHANISMS = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -93,8 +98,8 @@ class KafkaEndpoint:
     def librdkafka(self, own: dict[str, Any] | None = None,
                    diagnosis: Diagnosis | None = None) -> dict[str, Any]:
         """confluent-kafka's config: the endpoint's settings, then kafka-recon's own."""
-        conf = {**dict(self.settings), "bootstrap.servers": self.bootstrap, "log_level": 2,
-                **(own or {})}
+        conf = {"client.id": CLIENT_ID, **dict(self.settings),
+                "bootstrap.servers": self.bootstrap, "log_level": 2, **(own or {})}
         if diagnosis is not None:
             conf["error_cb"] = diagnosis
         return conf
@@ -118,8 +123,7 @@ class KafkaEndpoint:
             out.update(self._sasl(s))
         if "SSL" in protocol:
             out.update(self._ssl(s))
-        if "client.id" in s:
-            out["client.id"] = s["client.id"]
+        out["client.id"] = s.get("client.id", CLIENT_ID)
         for key in s:
             if key in handled or key in LIBRDKAFKA_ONLY:
                 continue

@@ -27,8 +27,18 @@ def ep(**settings: str) -> KafkaEndpoint:
 
 def test_plaintext_needs_nothing_but_the_bootstrap() -> None:
     assert KafkaEndpoint("b1:9092").java() == {"bootstrap.servers": "b1:9092",
-                                               "security.protocol": "PLAINTEXT"}
+                                               "security.protocol": "PLAINTEXT",
+                                               "client.id": "kafka-recon"}
     assert KafkaEndpoint("b1:9092").spark_options()["kafka.bootstrap.servers"] == "b1:9092"
+
+
+def test_every_client_is_named_kafka_recon_for_a_broker_quota_unless_the_connection_says() -> None:
+    plain = KafkaEndpoint("b1:9092")
+    assert plain.librdkafka()["client.id"] == "kafka-recon"
+    assert plain.spark_options()["kafka.client.id"] == "kafka-recon"
+    own = ep(**{"client.id": "recon-prod"})
+    assert own.librdkafka()["client.id"] == "recon-prod"
+    assert own.java()["client.id"] == "recon-prod"
 
 
 @pytest.mark.parametrize(("mechanism", "module"), [
