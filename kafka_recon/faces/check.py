@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, load_flows_partial
-from kafka_recon.errors import ReconError, TopicError, UsageError, one_line
+from kafka_recon.errors import ReconError, UsageError, one_line
 from kafka_recon.window import Window, iso_z
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -61,10 +61,8 @@ def _kafka(tier: KafkaTier, window: Window) -> list[str]:
     from kafka_recon.sources.topic import window_offsets
 
     ep = endpoint(tier)  # resolves its connection: an unknown one fails here
-    missing = preflight.gaps(ep, tier.topic, tier.consumer_groups)  # reached, authenticated
-    if missing:
-        raise TopicError(f"{ep.where}: kafka-recon's principal lacks "
-                         + "; ".join(f"{g.acl} ({g.cost})" for g in missing))
+    # reached, authenticated, every ACL: the run's own preflight and its message
+    preflight.check(ep, tier.topic, tier.consumer_groups)
     ranges = window_offsets(ep, tier.topic, Window.millis(window.start),
                             Window.millis(window.closes_at))
     lines = [f"topic '{tier.topic}' on {ep.where}: {len(ranges)} partition(s), "
@@ -141,7 +139,7 @@ def render(check: FlowCheck) -> list[str]:
             *(f"  error: {e}" for e in check.errors)]
 
 
-def summary(checks: list[FlowCheck], config: Path, where: str) -> list[str]:
+def summary(checks: list[FlowCheck], where: str) -> list[str]:
     bad = sorted(c.name for c in checks if not c.could_run)
     return [f"flow config {where}",
             f"{len(checks) - len(bad)} of {len(checks)} flow(s) could run"

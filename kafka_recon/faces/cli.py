@@ -144,7 +144,7 @@ def _check(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps({"config": str(config), "flows": as_json(checks)}, indent=2))
     else:
-        print("\n".join(summary(checks, config, where)))
+        print("\n".join(summary(checks, where)))
     return EXIT_OK if checks and all(c.could_run for c in checks) else EXIT_ERROR
 
 

@@ -65,7 +65,8 @@ def test_check_exits_0_for_flows_that_could_run_and_2_naming_each_problem(
     assert "flow 'wrong_password': cannot run" in out
     assert "authentication failed for user 'recon'" in out
     assert "flow 'missing_acl': cannot run" in out
-    assert f"lacks READ on Topic:{scn.topic} (the replay cannot read records)" in out
+    assert (f"lacks 3 ACL(s): READ on Topic:{scn.topic} (the replay cannot read records)"
+            in out)
     assert "flow 'unknown_conn': cannot run" in out
     assert "connection 'no_such_db': neither a URL, nor set as AIRFLOW_CONN_NO_SUCH_DB" in out
     assert "flow 'typo': cannot run" in out and "field 'grase'" in out
