@@ -37,7 +37,7 @@ from kafka_recon.airflow.wiring import daily_run, runs_in_flight, wait_for_closi
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
 from kafka_recon.errors import ConfigError
 from kafka_recon.orchestrate import staged_tiers
-from kafka_recon.settings import config_path, config_where, task_retries
+from kafka_recon.settings import config_path, existing_config, task_retries
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -81,9 +81,7 @@ def flow_dags(config: Path | str | None = None) -> dict[str, DAG]:
 def refuse_bad_flows(config: Path | str | None = None) -> None:
     """Raise one ConfigError naming every flow that has no DAG and why (or where the flow config
     was looked for, when there is none): Airflow shows it as the calling file's import error."""
-    path = Path(config) if config is not None else config_path()
-    if config is None and not path.exists():
-        raise ConfigError(f"no flow config at {config_where()}")
+    path = Path(config) if config is not None else existing_config()
     errors = load_flows_partial(path)[1]
     if errors:
         raise ConfigError(f"{len(errors)} flow(s) of the flow config have no DAG: "

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kafka_recon.errors import MissingJarsError, UsageError
+from kafka_recon.errors import ConfigError, MissingJarsError, UsageError
 
 # what ships inside the package and is only read: the Spark entry points, the suites, the jars
 PACKAGE = Path(__file__).resolve().parent
@@ -129,12 +129,15 @@ def airflow_deployed() -> bool:
             or (airflow_home() / "airflow.cfg").is_file())
 
 
-@functools.cache
 def _airflow_conf() -> Any:
-    """Airflow's configuration, if Airflow is installed and deployed here (imported once, only
-    when a setting is not in the environment: a Spark job gets every path handed to it)."""
-    if not airflow_deployed():
-        return None
+    """Airflow's configuration, if Airflow is installed and deployed here (only asked when a
+    setting is not in the environment: a Spark job gets every path handed to it)."""
+    return _imported_airflow_conf() if airflow_deployed() else None
+
+
+@functools.cache
+def _imported_airflow_conf() -> Any:
+    """The import, once per process; whether Airflow is deployed is asked each time."""
     try:
         from airflow.configuration import conf
     except ImportError:
@@ -201,6 +204,15 @@ def config_where() -> str:
     base = "kafka-recon's home (KAFKA_RECON_HOME, [kafka_recon] home, else " + (
         "the current directory)" if _cli else "$AIRFLOW_HOME/kafka-recon)")
     return f"{config_path()} ({where('KAFKA_RECON_CONFIG', 'config', 'flows.yaml in ' + base)})"
+
+
+def existing_config(hint: str = "") -> Path:
+    """The configured flow config; a missing one is a ConfigError saying where it was looked
+    for (the DAG files' import error, the command line's one line)."""
+    path = config_path()
+    if not path.is_file():
+        raise ConfigError(f"no flow config at {config_where()}{hint}")
+    return path
 
 
 def runs_root() -> Path:

@@ -131,9 +131,9 @@ def _check(a: argparse.Namespace) -> int:
     import json
 
     from kafka_recon.faces.check import as_json, check_config, render, summary, window_of
-    from kafka_recon.settings import config_where
+    from kafka_recon.settings import config_where, existing_config
 
-    config = a.config or config_path_or_refuse()
+    config = a.config or existing_config("; give --config FILE")
     window = window_of(a.start, a.end)
     checks = []
     for c in check_config(config, a.flow, window):
@@ -146,17 +146,6 @@ def _check(a: argparse.Namespace) -> int:
     else:
         print("\n".join(summary(checks, where)))
     return EXIT_OK if checks and all(c.could_run for c in checks) else EXIT_ERROR
-
-
-def config_path_or_refuse() -> Path:
-    """The configured flow config; a missing one is refused naming where it was looked for."""
-    from kafka_recon.errors import ConfigError
-    from kafka_recon.settings import config_path, config_where
-
-    path = config_path()
-    if not path.is_file():
-        raise ConfigError(f"no flow config at {config_where()}; give --config FILE")
-    return path
 
 
 def _class_archive(a: argparse.Namespace) -> int:
