@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("values", ["kafka_recon.config", "kafka_recon.window"]),
     ("run folder", ["kafka_recon.runfiles", "kafka_recon.runfolder"]),
     ("sources", ["kafka_recon.sources"]),
+    ("stores", ["kafka_recon.stores"]),
     ("cluster", ["kafka_recon.cluster"]),
     ("spark steps", ["kafka_recon.spark"]),
     ("result", ["kafka_recon.result"]),
@@ -136,7 +137,7 @@ def schemas() -> dict[str, str]:
     from kafka_recon.runfiles.aggregates import Aggregates
     from kafka_recon.runfiles.audit import Audit
     from kafka_recon.runfiles.flight import Flight
-    from kafka_recon.runfiles.journal import Journal, Owner
+    from kafka_recon.runfiles.journal import Journal
     from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
     from kafka_recon.runfiles.replays import Replays
     from kafka_recon.runfiles.stage import Stage, StagedTier
@@ -144,7 +145,7 @@ def schemas() -> dict[str, str]:
 
     out = {}
     for model in (Result, Stage, StagedTier, Audit, Flight, Replays, Aggregates, Validation,
-                  Alerts, Timings, Journal, Owner):
+                  Alerts, Timings, Journal):
         name = "staged-tier" if model is StagedTier else FILES[model.FILE].lstrip(".") \
             .removesuffix(".json")
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",

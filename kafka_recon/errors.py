@@ -13,8 +13,9 @@ The families, and what each face does with them:
   command exits 2.
 - `ResultError`: a run file (`result.json`, a step's file) that is not its contract or was
   written by a newer kafka-recon: one line naming the file and the field.
-- `SparkUnavailable`, `StepFailed`: the Spark a run was sent to cannot be used, or a step
-  failed for another reason: the result is inconclusive naming the step.
+- `SparkUnavailable`, `StoreUnreachable`, `StepFailed`: the Spark a run was sent to cannot be
+  used, kafka-recon's own database did not answer, or a step failed for another reason: the
+  result is inconclusive naming the step and why.
 
 Anything else that escapes a step (a Spark error, a bug) is caught by the orchestration: the
 run's result becomes `inconclusive` naming the step that failed, and the command exits 2. Exit
@@ -89,6 +90,11 @@ class TopicError(SourceUnreadable):
 class SparkUnavailable(ReconError):
     """The Spark Connect server a run was sent to cannot be reached, or is not set up as
     kafka-recon needs (its JVMs off UTC): the step fails and the run is inconclusive."""
+
+
+class StoreUnreachable(ReconError):
+    """kafka-recon's own database (`KAFKA_RECON_STORE`: history, window leases) did not answer:
+    the step fails and the run is inconclusive, naming the store."""
 
 
 class ResultError(ReconError, ValueError):

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +34,8 @@ from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
 from kafka_recon.runfiles.replays import Replays
 from kafka_recon.runfiles.stage import Stage, StagedTier
 from kafka_recon.runfolder import RunFolder
-from kafka_recon.settings import config_path, keep_replays, run_stale_hours, runs_root
+from kafka_recon.settings import config_path, keep_replays, runs_root
+from kafka_recon.stores.lease import Lease
 from kafka_recon.window import Window
 
 if TYPE_CHECKING:
@@ -107,27 +107,56 @@ def _guarded(run: Run, step: str, journal: str | None = None) -> Iterator[None]:
 ALL_STEPS = ("stage", "replay", "reconcile", "validate", "report", "alert")
 
 
+def lease(run: Run) -> Lease:
+    """The window's lease in kafka-recon's store: one run per window, across hosts."""
+    return Lease.of(run.flow.name, run.window.as_json())
+
+
 def begin(run: Run, owner: str | None = None) -> None:
-    """Hold the window's folder for this run (an Airflow run names itself `owner`; refused while
-    another run holds it), then clear what every step writes, before any of them runs."""
+    """Hold the window for this run (an Airflow run names itself `owner`; refused while another
+    run holds it), then clear what every step writes, before any of them runs."""
     run.out.mkdir(parents=True, exist_ok=True)
     if owner is not None:
-        run.folder.claim(owner, stale())
+        lease(run).claim(owner)
     run.folder.clear(*ALL_STEPS)
 
 
-def stale() -> timedelta:
-    return timedelta(hours=run_stale_hours())
-
-
 def check_owner(run: Run, owner: str) -> None:
-    """A task of an Airflow run goes on only while its run holds the folder."""
-    run.folder.check_owner(owner)
+    """A task of an Airflow run goes on only while its run holds the window (and renews it)."""
+    lease(run).check(owner)
 
 
 def finish(run: Run, owner: str) -> None:
-    """The last task of an Airflow run lets the folder go."""
-    run.folder.release(owner)
+    """The last task of an Airflow run lets the window go."""
+    lease(run).release(owner)
+
+
+@contextmanager
+def held(run: Run, owner: str | None) -> Iterator[None]:
+    """A task's body: checked to hold the window, which is renewed while the body runs."""
+    if owner is None:
+        yield
+        return
+    window = lease(run)
+    window.check(owner)
+    with window.kept(owner):
+        yield
+
+
+@contextmanager
+def exclusive(run: Run) -> Iterator[None]:
+    """A command line run holds the window, renewed, from its first step to its last."""
+    import os
+    import socket
+
+    owner = f"process {os.getpid()} on {socket.gethostname()}"
+    window = lease(run)
+    window.claim(owner, pid=os.getpid())
+    try:
+        with window.kept(owner):
+            yield
+    finally:
+        window.release(owner)
 
 
 def stage_tier(run: Run, tier_name: str) -> StagedTier:
@@ -179,6 +208,14 @@ def stage(run: Run) -> Stage:
     return stage_topic(run)
 
 
+def _size_spark(run: Run, spark: SparkSession) -> None:
+    """kafka-recon's Spark defaults, the shuffles sized by the window's largest staged count."""
+    from kafka_recon.spark.session import apply_defaults
+
+    staged = run.folder.read_if(Stage)
+    apply_defaults(spark, max((p.count for p in staged.points), default=None) if staged else None)
+
+
 def replay(run: Run, spark: SparkSession, replays: int | None = None,
            keep_records: bool = True) -> tuple[Replays, dict[str, DataFrame]]:
     """Step 2 on a Spark session (in process, or the one spark-submit made): replays.json, and
@@ -187,6 +224,7 @@ def replay(run: Run, spark: SparkSession, replays: int | None = None,
     from kafka_recon.spark import replay as replay_step
 
     with _guarded(run, "replay"):
+        _size_spark(run, spark)
         replayed, records = replay_step.run(spark, run.flow, run.window, run.folder, replays,
                                             keep_records)
         run.folder.write(replayed)
@@ -201,6 +239,7 @@ def reconcile(run: Run, spark: SparkSession,
     from kafka_recon.spark import reconcile as reconcile_step
 
     with _guarded(run, "reconcile"):
+        _size_spark(run, spark)
         replays = run.folder.read(Replays, "replay")
         staged = run.folder.read(Stage, "stage")
         aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder, staged,
@@ -370,10 +409,7 @@ def execute(run: Run, spark: SparkSession | Callable[[], SparkSession],
     cannot be read is found before Spark starts; the session it makes is stopped at the end).
     A failed step leaves an inconclusive result (and its report) and raises.
     """
-    import os
-    import socket
-
-    with run.folder.exclusive(f"process {os.getpid()} on {socket.gethostname()}", stale()):
+    with exclusive(run):
         return _execute(run, spark, replays, with_report)
 
 
@@ -411,12 +447,15 @@ def spark_step(step: str, run: Run, replays: int | None = None, owner: str | Non
     """One Spark step under spark-submit (`kafka_recon/jobs/*.py`): the session spark-submit
     configured (or, with `remote`, a Spark Connect server's), the step, a one-line summary
     for the task's log."""
+    with held(run, owner):
+        return _spark_step(step, run, replays, remote)
+
+
+def _spark_step(step: str, run: Run, replays: int | None, remote: str | None) -> str:
     import json
 
     from kafka_recon.spark.session import session
 
-    if owner:
-        check_owner(run, owner)
     spark = session(f"kafka-recon {step} {run.flow.name}", remote=remote)
     try:
         if step == "replay":

@@ -11,11 +11,8 @@ older run's answer behind.
 The journal (`steps.json`) records when each step started and finished: a run that stopped
 half-way is concluded `inconclusive`, naming the step that did not finish.
 
-One run of a window at a time: a run holds the folder (`.owner.json`: who, since when) from its
-first step to its last. A second run is refused with a message naming the first, until the first
-releases the folder, its process is gone (a command line run on this host), or it has been silent
-for `KAFKA_RECON_RUN_STALE_HOURS` (a killed Airflow run). A command line run also holds an OS lock
-on the folder for its whole life.
+One run of a window at a time is not the folder's business: a run holds its window by a lease
+in kafka-recon's store (kafka_recon.stores.lease), which every host sees.
 """
 
 from __future__ import annotations
@@ -23,17 +20,16 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import TypeVar
 
-from kafka_recon.errors import ResultError, RunInProgress, StepFailed
+from kafka_recon.errors import ResultError, StepFailed
 from kafka_recon.runfiles.base import RunFile
-from kafka_recon.runfiles.journal import Journal, Owner, StepEntry
+from kafka_recon.runfiles.journal import Journal, StepEntry
 from kafka_recon.window import Window, iso_z
 
 # every file and folder a run writes, by the key its model (`RunFile.FILE`) or its writer
@@ -56,7 +52,6 @@ FILES: dict[str, str] = {
     "chart": "chart.png",
     "alerts": "alerts.json",
     "journal": "steps.json",
-    "owner": ".owner.json",
 }
 # the id files, one folder per kind
 ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable")
@@ -186,7 +181,7 @@ class RunFolder:
     @contextmanager
     def _guard(self) -> Iterator[None]:
         """Staging tasks run side by side: their read-modify-writes of the folder's state files
-        (journal, owner) take this lock."""
+        (the journal) take this lock."""
         self.path.mkdir(parents=True, exist_ok=True)
         with (self.path / ".steps.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -220,82 +215,6 @@ class RunFolder:
                 return step, ("it never began (its task failed before the step started, or an "
                               "earlier task failed; see the task logs)")
         return None
-
-    # ------------------------------------------------------------------ one run at a time
-    @property
-    def owner_file(self) -> Path:
-        return self.file("owner")
-
-    def owner(self) -> Owner | None:
-        try:
-            return Owner.load(self.owner_file) if self.owner_file.exists() else None
-        except ResultError:
-            return None
-
-    def _holds(self, current: Owner, stale: timedelta) -> bool:
-        """Whether the run named in the owner file still holds the folder."""
-        if current.released:
-            return False
-        if current.host == socket.gethostname() and current.pid:
-            try:
-                os.kill(current.pid, 0)
-            except ProcessLookupError:
-                return False  # a command line run that died
-            except PermissionError:
-                pass
-        # the last sign of life: its claim, or its newest journal entry (ISO text sorts as time)
-        latest = max([e.at for e in self.steps().values()] + [current.since])
-        if not latest:
-            return True
-        heard = datetime.strptime(latest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        return datetime.now(UTC) - heard < stale
-
-    def claim(self, owner: str, stale: timedelta, pid: int | None = None) -> None:
-        """Hold the folder for the run `owner`, or refuse naming the run that holds it."""
-        with self._guard():
-            current = self.owner()
-            if current and current.owner != owner and self._holds(current, stale):
-                raise self._refusal(current)
-            self.write(Owner(owner=owner, since=iso_z(datetime.now(UTC)),
-                             host=socket.gethostname(), pid=pid))
-
-    def _refusal(self, held: Owner | None) -> RunInProgress:
-        who, since = (held.owner, held.since) if held else ("a command line run", "?")
-        return RunInProgress(
-            f"{self.path}: another run of this window is under way ({who}, since {since}): "
-            "wait for it to finish, then run again")
-
-    def check_owner(self, owner: str) -> None:
-        """A step of run `owner` goes on only while that run holds the folder."""
-        current = self.owner()
-        if current and current.owner != owner:
-            raise RunInProgress(f"{self.path}: another run of this window ({current.owner}) "
-                                f"began after this one ({owner}); this run stops here")
-
-    def release(self, owner: str) -> None:
-        with self._guard():
-            current = self.owner()
-            if current and current.owner == owner:
-                self.write(current.model_copy(update={"released": True}))
-
-    @contextmanager
-    def exclusive(self, owner: str, stale: timedelta) -> Iterator[None]:
-        """A command line run: the OS lock for its whole life, and the owner mark for the
-        Airflow runs that cannot share the lock."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        handle: IO[str] = (self.path / ".run.lock").open("w")
-        try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise self._refusal(self.owner()) from None
-            self.claim(owner, stale, pid=os.getpid())
-            try:
-                yield
-            finally:
-                self.release(owner)
-        finally:
-            handle.close()
 
     # ------------------------------------------------------------------ serving
     def servable(self, rel: str) -> Path | None:

@@ -44,9 +44,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting('KAFKA_RECON_OUT', 'runs',
             '`<home>/runs`',
             'the runs root: one folder per flow and window'),
-    Setting('KAFKA_RECON_HISTORY', 'history',
+    Setting('KAFKA_RECON_STORE', 'store',
             '`sqlite:///<runs>/history.db`',
-            'history database: URL or connection id'),
+            "kafka-recon's database (history, window leases): URL or connection id"),
+    Setting('KAFKA_RECON_HISTORY', 'history',
+            'none',
+            "the store's older name, read when `KAFKA_RECON_STORE` is not set"),
     Setting('KAFKA_RECON_SNAPSHOTS', 'snapshots',
             '`<runs>/snapshots.db`',
             'snapshot store: Flume counters, flight recorder'),
@@ -77,9 +80,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting('KAFKA_RECON_TASK_RETRIES', '',
             '2',
             'retries of a task on an error a retry may clear (never a verdict)'),
-    Setting('KAFKA_RECON_RUN_STALE_HOURS', '',
-            '6',
-            'a run of a window silent this long no longer holds it'),
+    Setting('KAFKA_RECON_LEASE_SECONDS', 'lease_seconds',
+            '300',
+            "how long a window's lease outlives its holder's last heartbeat"),
+    Setting('KAFKA_RECON_REPLAY_SLOTS', 'replay_slots',
+            '2',
+            "replays at once against one Kafka cluster (its Airflow pool's size)"),
     Setting('KAFKA_RECON_JVM_OPTIONS', '',
             'see `DEFAULT_JVM_OPTIONS`',
             "Spark's JVMs' options (empty: defaults)"),
@@ -240,9 +246,10 @@ def expectations_dir() -> Path:
                  lambda: PACKAGE / "expectations")
 
 
-def history_conn() -> str | None:
-    """An SQLAlchemy URL or a connection id; None: SQLite in the runs root."""
-    return setting("KAFKA_RECON_HISTORY", "history")[0]
+def store_conn() -> str | None:
+    """kafka-recon's database, an SQLAlchemy URL or a connection id; None: SQLite in the runs
+    root (one host). `KAFKA_RECON_HISTORY` is its older name."""
+    return setting("KAFKA_RECON_STORE", "store")[0] or setting("KAFKA_RECON_HISTORY", "history")[0]
 
 
 def snapshots_path() -> Path:
@@ -262,10 +269,11 @@ def resolved_paths() -> dict[str, str]:
            "KAFKA_RECON_OUT": str(runs_root()), "KAFKA_RECON_SNAPSHOTS": str(snapshots_path()),
            "KAFKA_RECON_JARS": str(jars_dir()), "KAFKA_RECON_SPARK_JARS": str(spark_jars_dir()),
            "KAFKA_RECON_SPARK_JOBS": str(spark_jobs_dir()),
-           "KAFKA_RECON_EXPECTATIONS": str(expectations_dir()), RESOLVED_VAR: "1"}
-    history = history_conn()
-    if history:
-        env["KAFKA_RECON_HISTORY"] = history
+           "KAFKA_RECON_EXPECTATIONS": str(expectations_dir()),
+           "KAFKA_RECON_LEASE_SECONDS": str(lease_seconds()), RESOLVED_VAR: "1"}
+    store = store_conn()
+    if store:
+        env["KAFKA_RECON_STORE"] = store
     return env
 
 
@@ -300,8 +308,28 @@ def snapshot_retention_days() -> int:
     return _count("KAFKA_RECON_SNAPSHOT_RETENTION_DAYS", 14)
 
 
-def run_stale_hours() -> int:
-    return _count("KAFKA_RECON_RUN_STALE_HOURS", 6)
+def _setting_count(var: str, key: str, default: int, least: int) -> int:
+    raw, where = setting(var, key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{where}={raw!r}: expected a whole number") from None
+    if value < least:
+        raise UsageError(f"{where}={raw!r}: must be at least {least}")
+    return value
+
+
+def lease_seconds() -> int:
+    """How long a window's lease outlives its holder's last heartbeat: a dead worker's run stops
+    holding its window this long after it died (kafka_recon.stores.lease)."""
+    return _setting_count("KAFKA_RECON_LEASE_SECONDS", "lease_seconds", 300, 10)
+
+
+def replay_slots() -> int:
+    """How many replays may read one Kafka cluster at once (the size of its Airflow pool)."""
+    return _setting_count("KAFKA_RECON_REPLAY_SLOTS", "replay_slots", 2, 1)
 
 
 # kafka_recon.spark.session says why these HotSpot options, measured by bench.tune

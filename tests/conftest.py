@@ -19,3 +19,4 @@ def _airflow_defaults_again() -> object:
 
     yield
     settings._cli = False
+

@@ -1,5 +1,6 @@
-"""Which DAG run a task belongs to, and the run folder it holds: every task after `begin` goes on
-only while its run holds the window's folder (kafka_recon.runfolder)."""
+"""Which DAG run a task belongs to, and the window it holds: every task after `begin` goes on
+only while its run holds the window's lease (kafka_recon.stores.lease), which the task renews
+while it runs."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ def run_owner(context: Any = None) -> str:
 
 
 def held_run(flow: str, start: str, end: str) -> Any:
-    """The run, once this DAG run is known to hold its folder."""
+    """The run, once this DAG run is known to hold its window; the lease is renewed for as long
+    as the task's process runs."""
     from kafka_recon import orchestrate
 
     run = orchestrate.load(flow, start, end)
-    orchestrate.check_owner(run, run_owner())
+    owner = run_owner()
+    orchestrate.check_owner(run, owner)
+    orchestrate.lease(run).keep_alive(owner)
     return run

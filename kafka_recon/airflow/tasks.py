@@ -23,11 +23,13 @@ def _truthy(value: Any) -> bool:
 
 @task
 def begin(flow: str, start: str, end: str) -> str:
-    """Hold the window's folder for this run and clear its previous outputs."""
+    """Hold the window for this run (its lease) and clear its previous outputs."""
     from kafka_recon import orchestrate
 
     run = orchestrate.load(flow, start, end)
-    orchestrate.begin(run, run_owner())
+    owner = run_owner()
+    orchestrate.begin(run, owner)
+    orchestrate.lease(run).keep_alive(owner)
     return str(run.out)
 
 
@@ -129,7 +131,7 @@ def verdict(flow: str, start: str, end: str) -> str:
     from kafka_recon import orchestrate
 
     run = held_run(flow, start, end)
-    orchestrate.finish(run, run_owner())  # the run's last task: the folder is free again
+    orchestrate.finish(run, run_owner())  # the run's last task: the window is free again
     result = orchestrate.conclude(run)
     line = result.verdict()
     if result.status != "ok":

@@ -1,7 +1,8 @@
 """Every run's per-hop, per-bucket results, kept in a database (docs/design.md, "History").
 
-SQLite by default (`<runs root>/history.db`); PostgreSQL or any SQLAlchemy database through
-`KAFKA_RECON_HISTORY`, an SQLAlchemy URL or an Airflow connection id. A run is keyed by flow and
+It lives in kafka-recon's store (kafka_recon.stores): SQLite by default
+(`<runs root>/history.db`); PostgreSQL or any SQLAlchemy database through `KAFKA_RECON_STORE`,
+an SQLAlchemy URL or an Airflow connection id. A run is keyed by flow and
 window: recording a window again replaces its rows in one transaction, so re-runs never double.
 The history feeds the volume band of the Great Expectations suite and the plugin page.
 """
@@ -23,7 +24,6 @@ from sqlalchemy import (
     Subquery,
     Table,
     Text,
-    create_engine,
     delete,
     insert,
     select,
@@ -32,7 +32,8 @@ from sqlalchemy import (
 from kafka_recon.config import Flow
 from kafka_recon.result.model import Result
 from kafka_recon.runfiles.outcomes import Volume
-from kafka_recon.settings import history_conn, runs_root
+from kafka_recon.stores.database import engine as store_engine
+from kafka_recon.stores.database import store_url
 from kafka_recon.window import iso_z, parse_instant
 
 metadata = MetaData()
@@ -94,23 +95,18 @@ findings_table = Table(
 
 
 def history_url() -> str:
-    from kafka_recon.sources.connections import resolve
+    return store_url()
 
-    conn = history_conn()
-    if not conn:
-        return f"sqlite:///{runs_root() / 'history.db'}"
-    return resolve(conn)
+
+_widened: set[str] = set()
 
 
 def engine(url: str | None = None) -> Engine:
     url = url or history_url()
-    if url.startswith("sqlite:///"):
-        from pathlib import Path
-
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    eng = create_engine(url)
-    metadata.create_all(eng)
-    _widen_side(eng)
+    eng = store_engine(url, metadata)
+    if url not in _widened:
+        _widen_side(eng)
+        _widened.add(url)
     return eng
 
 

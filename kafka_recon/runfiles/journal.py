@@ -1,5 +1,5 @@
-"""steps.json and .owner.json: the run's journal (when each step started and finished) and
-which run holds the window's folder (kafka_recon.runfolder)."""
+"""steps.json: the run's journal, when each step started and finished (kafka_recon.runfolder).
+Which run holds the window is the store's (kafka_recon.stores.lease), not a file's."""
 
 from __future__ import annotations
 
@@ -25,14 +25,3 @@ class Journal(RunFile):
         if version == 0 and isinstance(data, dict):  # version 0 was the steps alone
             return {"steps": data}
         return super().upgrade(data, version)
-
-
-class Owner(RunFile):
-    """.owner.json: the run that holds the window's folder, since when, from where."""
-
-    FILE = "owner"
-    owner: str
-    since: str
-    host: str
-    pid: int | None = None
-    released: bool = False

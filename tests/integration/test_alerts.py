@@ -62,7 +62,7 @@ def recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HttpRe
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.setenv("KAFKA_RECON_UI_URL", "http://airflow.example:8080")
-    monkeypatch.setenv("KAFKA_RECON_HISTORY", f"sqlite:///{tmp_path / 'history.db'}")
+    monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'history.db'}")
     yield rec
     rec.stop()
 

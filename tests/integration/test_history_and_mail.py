@@ -26,7 +26,7 @@ def test_history_on_postgresql_through_a_connection_replaces_a_rerun(
         postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     url = postgres.create_database("recon_history")
     monkeypatch.setenv("AIRFLOW_CONN_RECON_HISTORY", url)
-    monkeypatch.setenv("KAFKA_RECON_HISTORY", "recon_history")
+    monkeypatch.setenv("KAFKA_RECON_STORE", "recon_history")
     assert history.history_url().startswith("postgresql+psycopg2://")
     eng = history.engine()
     history.record(result(DAY, 10, missing=2, status="findings"), "/r", eng=eng)
@@ -51,7 +51,7 @@ def test_a_history_made_before_the_replication_side_takes_a_mirrored_hop_on_post
 
     monkeypatch.setenv("AIRFLOW_CONN_RECON_HISTORY_OLD",
                        postgres.create_database("recon_history_old"))
-    monkeypatch.setenv("KAFKA_RECON_HISTORY", "recon_history_old")
+    monkeypatch.setenv("KAFKA_RECON_STORE", "recon_history_old")
     url = history.history_url()
     old = create_engine(url)
     with old.begin() as con:  # the table as an earlier version made it

@@ -64,7 +64,7 @@ def server(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "AIRFLOW__CORE__AUTH_MANAGER": FAB,
         "KAFKA_RECON_CONFIG": str(REPO_ROOT / "tests" / "data" / "flows.yaml"),
         "KAFKA_RECON_OUT": str(runs),
-        "KAFKA_RECON_HISTORY": f"sqlite:///{work / 'history.db'}"})
+        "KAFKA_RECON_STORE": f"sqlite:///{work / 'history.db'}"})
     servers = AirflowServers(work / "airflow", env, password=PASSWORD,
                              database_url=postgres.create_database("airflow_perm"),
                              setup=setup)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from kafka_recon import orchestrate
-from kafka_recon.runfiles.journal import Journal
 from kafka_recon.runfiles.outcomes import AlertOutcome, Alerts, Timings, Validation
 from kafka_recon.runfolder import RunFolder
 from tests.factories import FLOWS, finding, result
@@ -126,67 +125,3 @@ def test_a_link_inside_a_run_folder_is_never_followed(tmp_path: Path) -> None:
     assert folder.servable("unexpected") is None and folder.servable("unexpected/index.html") \
         is None
     assert folder.servable("gx/uncommitted/data_docs") is None
-
-
-# ------------------------------------------------------------------ one run per window
-def test_a_second_run_of_a_window_is_refused_naming_the_first_until_it_lets_go(
-        run: orchestrate.Run) -> None:
-    from kafka_recon.errors import RunInProgress
-
-    orchestrate.begin(run, "recon__demo/scheduled__2026-11-21")
-    with pytest.raises(RunInProgress, match="recon__demo/scheduled__2026-11-21"):
-        orchestrate.begin(run, "recon_adhoc/manual__1")
-    orchestrate.check_owner(run, "recon__demo/scheduled__2026-11-21")
-    orchestrate.finish(run, "recon_adhoc/manual__1")  # not its to let go: nothing happens
-    with pytest.raises(RunInProgress):
-        orchestrate.begin(run, "recon_adhoc/manual__1")
-    orchestrate.finish(run, "recon__demo/scheduled__2026-11-21")
-    orchestrate.begin(run, "recon_adhoc/manual__1")
-    # the first run's remaining tasks now stop instead of interleaving with the second
-    with pytest.raises(RunInProgress, match="began after this one"):
-        orchestrate.check_owner(run, "recon__demo/scheduled__2026-11-21")
-
-
-def test_a_run_silent_past_the_stale_limit_no_longer_holds_the_window(
-        run: orchestrate.Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_recon.errors import RunInProgress
-
-    orchestrate.begin(run, "recon__demo/killed")
-    run.folder.mark("stage", "started")
-    with pytest.raises(RunInProgress):
-        orchestrate.begin(run, "recon__demo/next")
-    owner = run.folder.owner()
-    assert owner is not None
-    run.folder.write(owner.model_copy(update={"since": "2026-01-01T00:00:00Z"}))
-    run.folder.write(Journal.model_validate({"steps": {"stage": {
-        "state": "started", "at": "2026-01-01T00:00:00Z"}}}))
-    orchestrate.begin(run, "recon__demo/next")  # 6 hours by default; this one is months old
-
-
-def test_a_command_line_run_holds_the_window_while_its_process_lives(
-        run: orchestrate.Run, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-    import time
-
-    from kafka_recon.errors import RunInProgress
-
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from datetime import timedelta; "
-        "from kafka_recon.runfolder import RunFolder; "
-        f"f = RunFolder(__import__('pathlib').Path({str(run.out)!r})); "
-        "cm = f.exclusive('process holder', timedelta(hours=6)); cm.__enter__(); "
-        "print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(RunInProgress, match="process holder"), \
-                run.folder.exclusive("me", orchestrate.stale()):
-            pass
-        with pytest.raises(RunInProgress, match="process holder"):
-            orchestrate.begin(run, "recon__demo/scheduled")  # an Airflow run is refused too
-    finally:
-        holder.kill()
-        holder.wait()
-    time.sleep(0.1)
-    with run.folder.exclusive("me", orchestrate.stale()):  # a dead holder holds nothing
-        pass

@@ -11,7 +11,8 @@ from kafka_recon import settings
 
 pytestmark = pytest.mark.unit
 
-PATH_VARS = ("KAFKA_RECON_HOME", "KAFKA_RECON_CONFIG", "KAFKA_RECON_OUT", "KAFKA_RECON_HISTORY",
+PATH_VARS = ("KAFKA_RECON_HOME", "KAFKA_RECON_CONFIG", "KAFKA_RECON_OUT", "KAFKA_RECON_STORE",
+             "KAFKA_RECON_HISTORY", "KAFKA_RECON_LEASE_SECONDS", "KAFKA_RECON_REPLAY_SLOTS",
              "KAFKA_RECON_SNAPSHOTS", "AIRFLOW__KAFKA_RECON__HOME",
              "AIRFLOW__KAFKA_RECON__CONFIG", "AIRFLOW__KAFKA_RECON__RUNS",
              settings.RESOLVED_VAR)
@@ -63,8 +64,8 @@ def test_a_spark_job_gets_every_path_resolved_and_reads_no_airflow_configuration
     assert handed[settings.RESOLVED_VAR] == "1"
     for var, value in handed.items():
         monkeypatch.setenv(var, value)
-    monkeypatch.setenv("AIRFLOW__KAFKA_RECON__HISTORY", "sqlite:////never/read.db")
-    assert settings.history_conn() is None, "a job does not consult Airflow's section"
+    monkeypatch.setenv("AIRFLOW__KAFKA_RECON__STORE", "sqlite:////never/read.db")
+    assert settings.store_conn() is None, "a job does not consult Airflow's section"
     assert settings.runs_root() == tmp_path / "from-airflow"
 
 
@@ -84,3 +85,19 @@ def test_every_setting_is_listed_once_and_the_provider_declares_its_airflow_keys
     info = get_provider_info()
     assert set(info["config"]["kafka_recon"]["options"]) == keys
     assert info["plugins"][0]["plugin-class"].endswith("ReconciliationPlugin")
+
+
+def test_the_store_comes_from_its_setting_or_its_older_name_and_the_lease_from_airflow(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert settings.store_conn() is None
+    monkeypatch.setenv("KAFKA_RECON_HISTORY", "recon_history")
+    assert settings.store_conn() == "recon_history"
+    monkeypatch.setenv("KAFKA_RECON_STORE", "recon_store")
+    assert settings.store_conn() == "recon_store"
+    assert settings.lease_seconds() == 300 and settings.replay_slots() == 2
+    monkeypatch.setenv("AIRFLOW__KAFKA_RECON__LEASE_SECONDS", "60")
+    monkeypatch.setenv("AIRFLOW__KAFKA_RECON__REPLAY_SLOTS", "1")
+    assert settings.lease_seconds() == 60 and settings.replay_slots() == 1
+    monkeypatch.setenv("KAFKA_RECON_LEASE_SECONDS", "5")
+    with pytest.raises(settings.UsageError, match="KAFKA_RECON_LEASE_SECONDS='5': must be at"):
+        settings.lease_seconds()

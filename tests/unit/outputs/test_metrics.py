@@ -151,7 +151,7 @@ def app(eng: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     # Airflow's login stands in here as one that knows nobody (its auth manager lives in the
     # api-server); the real one is scraped through in the integration tier
     monkeypatch.setattr(security, "resolve_user_from_token", no_such_login)
-    monkeypatch.setenv("KAFKA_RECON_HISTORY", f"sqlite:///{tmp_path / 'h.db'}")
+    monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'h.db'}")
     monkeypatch.setenv("KAFKA_RECON_OUT", str(tmp_path))
     return TestClient(create_app())
 

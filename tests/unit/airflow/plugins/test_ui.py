@@ -37,7 +37,7 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     os.symlink(tmp_path / "outside.txt", run / "missing" / "linked.csv")
     os.symlink(tmp_path, root / "escape")
     monkeypatch.setenv("KAFKA_RECON_OUT", str(root))
-    monkeypatch.setenv("KAFKA_RECON_HISTORY", f"sqlite:///{tmp_path / 'h.db'}")
+    monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'h.db'}")
     import airflow.api_fastapi.app as airflow_app
 
     monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: _DagsAuthManager())
