@@ -422,9 +422,20 @@ class Flow(_Strict):
     """The volume band, for flows with no upstream count."""
     alerts: list[Alert] = []
     """Where else the owners hear of a window: Slack, PagerDuty."""
+    spark: dict[str, str] = {}
+    """Spark settings for this flow's runs (`spark.executor.memory: 4g`, ...): over the Spark
+    connection's extra `conf` and the cluster's `spark-defaults.conf`, over kafka-recon's own
+    defaults (docs/cluster.md, "Spark's settings"). The time zone stays UTC whatever they say."""
     window: timedelta = timedelta(days=1)
     """The window of the flow's scheduled DAG: 1d, whole hours dividing a day, or whole minutes
     dividing an hour; the ad-hoc DAG takes any window."""
+
+    @property
+    def cluster(self) -> str:
+        """The Kafka cluster the flow's replays read first: its first topic tier's connection
+        id, else its bootstrap servers (the key of the replays' Airflow pool)."""
+        first = next(t for t in self.tiers if isinstance(t, KafkaTier))
+        return first.conn or first.bootstrap or ""
 
     @model_validator(mode="before")
     @classmethod
@@ -436,6 +447,19 @@ class Flow(_Strict):
             if isinstance(window, timedelta) and window < timedelta(hours=1):
                 return {**data, "bucket": window}
         return data
+
+    @field_validator("spark", mode="before")
+    @classmethod
+    def _spark_settings(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            bad = [k for k in v if not str(k).startswith("spark.")]
+            if bad:
+                raise ValueError(f"{bad[0]!r} is not a Spark setting (each starts with 'spark.')")
+            if "spark.sql.session.timeZone" in v:
+                raise ValueError("spark.sql.session.timeZone: kafka-recon's runs are always UTC")
+            return {str(k): str(v[k]).lower() if isinstance(v[k], bool) else str(v[k])
+                    for k in v}
+        return v
 
     @field_validator("bucket", "grace", "disorder", "window", mode="before")
     @classmethod

@@ -30,7 +30,7 @@ from airflow.sdk import DAG, AssetAlias, Param, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from kafka_recon.airflow.macros import MACROS
-from kafka_recon.airflow.names import flow_dag_id
+from kafka_recon.airflow.names import flow_dag_id, replay_pool
 from kafka_recon.airflow.run_args import RunArgs
 from kafka_recon.airflow.tasks import RECONCILED_ALIAS, begin, stage_tier
 from kafka_recon.airflow.wiring import daily_run, runs_in_flight, wait_for_closing, wire_run
@@ -117,7 +117,8 @@ def scheduled_dag(flow: Flow, config: Path) -> DAG:
         doc_md=SCHEDULED_DOC,
     ) as dag:
         daily_run(RunArgs(flow=flow.name, start="{{ data_interval_start.isoformat() }}",
-                          end="{{ data_interval_end.isoformat() }}", config=str(config)),
+                          end="{{ data_interval_end.isoformat() }}", config=str(config),
+                          pool=replay_pool(flow.cluster)),
                   staged_tiers(flow))
     return dag
 

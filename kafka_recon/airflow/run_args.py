@@ -16,6 +16,7 @@ class RunArgs:
     config: str
     replays: str | None = None  # None: the flow's own replay count
     email: str = "True"
+    pool: str = "kafka_recon__adhoc"  # the Airflow pool the replay waits in (names.replay_pool)
 
     @property
     def flow_expr(self) -> str:

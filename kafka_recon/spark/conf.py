@@ -1,6 +1,7 @@
-"""What kafka-recon tells Spark, apart from Spark itself: its settings, the driver's JVM options
-and the Spark Connect port. No pyspark here: Airflow's operator renders these when a DAG file is
-parsed, and the command line when it starts a server."""
+"""What kafka-recon tells Spark: what it must (UTC), what it would like (its measured defaults,
+each overridden by the cluster's own settings), the driver's JVM options and the Spark Connect
+port. No pyspark here: Airflow's operator reads these when its task runs, and the command line
+when it starts a server; `kafka_recon.spark.session` applies the defaults inside the job."""
 
 from __future__ import annotations
 
@@ -9,27 +10,59 @@ from pathlib import Path
 
 from kafka_recon.settings import jvm_options
 
-# Every time is UTC: the window, Kafka timestamps and naive database timestamps alike.
-UTC_CONF = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
-    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
-}
+# Every time is UTC: the window, Kafka timestamps and naive database timestamps alike. JDBC
+# reads naive timestamps in the JVM's own zone, whatever the session's.
+UTC_JVM = "-Duser.timezone=UTC"
 
 
-# Spark's 200 shuffle partitions cost more than they help on a window's ids. Adaptive execution
-# is off: it re-plans each shuffle as a job of its own (51 jobs a run instead of 19) and the
-# bench measured it slower here (bench/tune.json, docs/performance.md).
-SMALL_DATA_CONF = {
-    "spark.sql.shuffle.partitions": "8",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-}
+# kafka-recon's choices, each a default the cluster overrides (`spark-defaults.conf`, the Spark
+# connection's extra `conf`, a flow's `spark:` block): set only where none of them sets the key.
+# Adaptive execution is off: it re-plans each shuffle as a job of its own (51 jobs a run instead
+# of 19) and the bench measured it slower on a window's ids (bench/tune.json,
+# docs/performance.md). The shuffle partitions follow the window's size (`shuffle_partitions`).
+DEFAULTS = {"spark.sql.adaptive.enabled": "false"}
+STARTUP_DEFAULTS = {"spark.ui.showConsoleProgress": "false"}  # read only when Spark starts
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# 8 partitions were fastest for 1M records on 2 cores (bench/tune.json): 125k records each
+RECORDS_PER_PARTITION = 125_000
+JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
-def spark_conf() -> dict[str, str]:
-    """Every setting kafka-recon gives its Spark applications, in process or under
-    spark-submit: UTC, small-data shuffles, and the JVMs' options (`settings.jvm_options`).
+def shuffle_partitions(records: int | None, cores: int) -> int:
+    """Spark's 200 cost more than they help on a small window and too few spill on a large one:
+    one partition per 125k records, at least two per core, at most 4000."""
+    least = max(2, 2 * cores)
+    if not records:
+        return least
+    return min(4000, max(least, -(-records // RECORDS_PER_PARTITION)))
+
+
+def cluster_defaults() -> dict[str, str]:
+    """The settings of this host's Spark, `spark-defaults.conf` in `SPARK_CONF_DIR` or
+    `$SPARK_HOME/conf`: what spark-submit applies under every `--conf`."""
+    import os
+
+    where = os.environ.get("SPARK_CONF_DIR") or (
+        f"{os.environ['SPARK_HOME']}/conf" if os.environ.get("SPARK_HOME") else "")
+    path = Path(where) / "spark-defaults.conf" if where else None
+    if path is None or not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        parts = line.strip().split(None, 1)
+        if parts and not parts[0].startswith("#"):
+            out[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+    return out
+
+
+def spark_conf(given: dict[str, str] | None = None,
+               cluster: dict[str, str] | None = None) -> dict[str, str]:
+    """What kafka-recon puts on a Spark application's command line (or its in-process builder):
+    `given` (the Spark connection's extra `conf`, then the flow's `spark:` block, which wins),
+    and UTC, which nothing overrides. The JVMs' options are whoever set them (`given`, else the
+    cluster's `spark-defaults.conf`), else kafka-recon's measured ones (`settings.jvm_options`),
+    always with the UTC time zone added. The rest of kafka-recon's choices (`DEFAULTS`, the
+    shuffle partitions) are not here: the job sets each only where nobody did (`apply_defaults`).
 
     Why those JVM options: a run is short (35-40 s at 1M here), and every Spark job
     brings freshly generated classes that the JIT compiles again once hot, on the cores the
@@ -42,9 +75,17 @@ def spark_conf() -> dict[str, str]:
     bench/tune-jit-5m.json; docs/performance.md, "The JVM's compiler, measured again"). The
     throughput collector spent less than G1 (bench/tune-jvm.json).
     """
-    extra = jvm_options()
-    java = {k: f"{v} {extra}".strip() for k, v in UTC_CONF.items() if k.endswith("JavaOptions")}
-    return {**UTC_CONF, **java, **SMALL_DATA_CONF}
+    given = dict(given or {})
+    cluster = cluster_defaults() if cluster is None else cluster
+    out = {**given, "spark.sql.session.timeZone": "UTC"}
+    for key in JAVA_OPTIONS:
+        theirs = given.get(key, cluster.get(key))
+        base = (theirs if theirs is not None else jvm_options()).strip()
+        out[key] = base if UTC_JVM in base.split() else f"{UTC_JVM} {base}".strip()
+    for key, value in STARTUP_DEFAULTS.items():
+        if key not in given and key not in cluster:
+            out[key] = value
+    return out
 
 
 # a class archive that does not fit is dropped without a word on stderr, run after run
@@ -65,12 +106,8 @@ def driver_conf(conf: dict[str, str], options: str) -> dict[str, str]:
     return {**conf, key: f"{conf.get(key, '')} {options}".strip()} if options.strip() else conf
 
 def session_conf() -> dict[str, str]:
-    """The settings a session sets for itself; the rest (JVM options, jars) are its Spark's."""
-    return {k: v for k, v in spark_conf().items() if k.startswith("spark.sql.")}
+    """What a session of a Spark Connect server sets for itself: UTC; the rest is the server's."""
+    return {"spark.sql.session.timeZone": "UTC"}
 
 
 CONNECT_PORT = 15002  # Spark Connect's own, where a URL names none
-
-# what remote_session checks of a server's JVMs (UTC_CONF): JDBC reads naive timestamps in the
-# JVM's own zone, whatever the session's
-UTC_JVM = "-Duser.timezone=UTC"

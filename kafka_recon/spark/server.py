@@ -20,7 +20,14 @@ from pathlib import Path
 import pyspark
 
 from kafka_recon.settings import class_archive_path, spark_jars
-from kafka_recon.spark.conf import CONNECT_PORT, archive_options, driver_conf, spark_conf
+from kafka_recon.spark.conf import (
+    CONNECT_PORT,
+    DEFAULTS,
+    archive_options,
+    cluster_defaults,
+    driver_conf,
+    spark_conf,
+)
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -47,7 +54,11 @@ def server_argv(master: str, host: str, port: int, jars: list[str], conf: dict[s
 def server_command(master: str, host: str = "127.0.0.1", port: int = CONNECT_PORT
                    ) -> tuple[list[str], dict[str, str]]:
     """The server's command line and environment, with kafka-recon's jars and settings."""
-    conf = driver_conf(spark_conf(), archive_options(class_archive_path()))
+    # a server is shared by many runs: kafka-recon's defaults go on its command line, under
+    # whatever the host's spark-defaults.conf says
+    cluster = cluster_defaults()
+    conf = driver_conf({**{k: v for k, v in DEFAULTS.items() if k not in cluster},
+                        **spark_conf(cluster=cluster)}, archive_options(class_archive_path()))
     env = {**os.environ}
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     return server_argv(master, host, port, spark_jars(), conf, spark_submit()), env

@@ -13,32 +13,60 @@ from kafka_recon.errors import SparkUnavailable, one_line
 from kafka_recon.settings import class_archive_path, shown_remote
 from kafka_recon.spark.conf import (
     CONNECT_PORT,
+    DEFAULTS,
+    SHUFFLE_PARTITIONS,
     UTC_JVM,
     archive_options,
     driver_conf,
     session_conf,
+    shuffle_partitions,
     spark_conf,
 )
 
 
 def session(app: str, master: str | None = None, jars: list[str] | None = None,
-            driver_options: str | None = None, remote: str | None = None) -> SparkSession:
-    """getOrCreate with kafka-recon's settings; master and jars only when run in process.
-    The driver maps the class archive when there is one (`kafka_recon.spark.classes`), unless
-    `driver_options` replaces that. With `remote` (a Spark Connect URL), a session of the
-    server's instead (`remote_session`)."""
+            driver_options: str | None = None, remote: str | None = None,
+            given: dict[str, str] | None = None) -> SparkSession:
+    """A session with kafka-recon's settings. In process (`master`), the builder gets them and
+    `given` (a flow's `spark:` block); under spark-submit, the command line already has them,
+    and the builder adds nothing the cluster could not override. The driver maps the class
+    archive when there is one (`kafka_recon.spark.classes`), unless `driver_options` replaces
+    that. With `remote` (a Spark Connect URL), a session of the server's (`remote_session`).
+    kafka-recon's defaults are then set where nobody set them (`apply_defaults`)."""
     if remote:
-        return remote_session(remote)
-    if driver_options is None:
-        driver_options = archive_options(class_archive_path())
-    builder = SparkSession.builder.appName(app)
-    if master:
-        builder = builder.master(master)
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in driver_conf(spark_conf(), driver_options).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+        spark = remote_session(remote)
+    else:
+        builder = SparkSession.builder.appName(app)
+        if master:
+            if driver_options is None:
+                driver_options = archive_options(class_archive_path())
+            builder = builder.master(master)
+            if jars:
+                builder = builder.config("spark.jars", ",".join(jars))
+            for key, value in driver_conf(spark_conf(given), driver_options).items():
+                builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+    apply_defaults(spark)
+    return spark
+
+
+def _set_by_someone(spark: SparkSession, key: str, spark_default: str) -> bool:
+    """Whether the cluster, the connection or the flow set `key`: in the application's own
+    settings; a Spark Connect server's are seen only as a value other than Spark's default."""
+    if is_remote(spark):
+        return (spark.conf.get(key, spark_default) or spark_default) != spark_default
+    return bool(spark.sparkContext.getConf().contains(key))
+
+
+def apply_defaults(spark: SparkSession, records: int | None = None) -> None:
+    """kafka-recon's defaults where nobody set them, and the shuffle partitions for a window of
+    about `records` records on this Spark's cores (`conf.shuffle_partitions`)."""
+    for key, value in DEFAULTS.items():
+        if not is_remote(spark) and not _set_by_someone(spark, key, ""):
+            spark.conf.set(key, value)
+    if not _set_by_someone(spark, SHUFFLE_PARTITIONS, "200"):
+        cores = 2 if is_remote(spark) else spark.sparkContext.defaultParallelism
+        spark.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions(records, cores)))
 
 
 def remote_session(url: str) -> SparkSession:

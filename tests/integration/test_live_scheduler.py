@@ -146,6 +146,15 @@ def test_two_scheduled_windows_wait_deferred_for_their_closing_time_and_end_ok(
     assert "deferred" in windows["seen"][second["dag_run_id"]], windows["seen"]
 
 
+def test_the_replays_wait_in_their_clusters_pool_which_the_scheduler_made_on_first_use(
+        live: Live, windows: dict[str, Any]) -> None:
+    replay = live.task(windows["runs"][0]["dag_run_id"], "replay_reconcile")
+    pool = replay["pool"]
+    assert pool.startswith("kafka_recon__") and replay["state"] == "success", replay
+    made = live.api(f"/pools/{pool}")
+    assert made["slots"] == 2, made  # KAFKA_RECON_REPLAY_SLOTS' default
+
+
 def test_a_window_whose_sink_lost_rows_fails_at_once_and_mails_the_ids(
         live: Live, windows: dict[str, Any]) -> None:
     run = windows["runs"][2]

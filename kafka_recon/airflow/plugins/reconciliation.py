@@ -1,10 +1,12 @@
 """Adds the "Reconciliation" page to the Airflow UI (Airflow 3: a FastAPI app and an external
-view). The page is `kafka_recon.airflow.plugins.ui`; it requires Airflow's login."""
+view; the page is `kafka_recon.airflow.plugins.ui`, behind Airflow's login), and the listener
+that makes the replays' pools when a run first needs them (`kafka_recon.airflow.plugins.pools`)."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from kafka_recon.airflow.plugins import pools
 from kafka_recon.airflow.plugins.ui import PREFIX, create_app
 
 
@@ -18,3 +20,4 @@ class ReconciliationPlugin(AirflowPlugin):
         "category": "browse",
         "url_route": "reconciliation",
     }]
+    listeners = [pools]

@@ -43,6 +43,7 @@ def render(dag, task):  # type: ignore[no-untyped-def]
     task.render_template_fields(ctx, jinja_env=env)
     out = {f: getattr(task, f) for f in task.template_fields}
     if isinstance(task, SparkSubmitOperator):
+        task.conf = task.submit_conf()  # what execute sets, on this host
         out["spark_submit"] = task._get_hook()._build_spark_submit_command(task.job_file())
     return out
 
@@ -73,6 +74,7 @@ for d in bag.dags.values():
         "trigger_rules": {t.task_id: getattr(t.trigger_rule, "value", t.trigger_rule)
                           for t in d.tasks},
         "rendered": rendered,
+        "pools": {t.task_id: t.pool for t in d.tasks},
         # tasks that wait in the triggerer rather than in a worker slot
         # (a deferring operator resumes in a method of its own; the live-scheduler test sees
         # the task deferred)

@@ -74,6 +74,14 @@ def test_owners_tags_and_retries_come_from_the_flow(dagbag: dict) -> None:
     assert dagbag["dags"]["recon__clicks"]["owners"] == ["web@example.com"]
 
 
+def test_replays_of_one_cluster_wait_in_its_pool_and_nothing_else_does(dagbag: dict) -> None:
+    for flow in ("orders", "clicks"):  # both read 127.0.0.1:9092: one pool bounds them both
+        pools = dagbag["dags"][f"recon__{flow}"]["pools"]
+        assert pools.pop("replay_reconcile") == "kafka_recon__127.0.0.1:9092"
+        assert set(pools.values()) == {"default_pool"}
+    assert dagbag["dags"]["recon_adhoc"]["pools"]["replay_reconcile"] == "kafka_recon__adhoc"
+
+
 def test_windows_are_runs_of_their_own_with_room_for_every_one_still_waiting(dagbag: dict
                                                                              ) -> None:
     # one window's run that waits, fails or retries never holds back the next window's

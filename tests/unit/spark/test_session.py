@@ -21,7 +21,38 @@ def test_spark_jvms_run_in_utc_with_the_measured_compiler_and_collector_options(
     for key in JAVA:
         assert conf[key] == f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS}"
     assert conf["spark.sql.session.timeZone"] == "UTC"
-    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert "spark.sql.shuffle.partitions" not in conf, "sized by the window, inside the job"
+
+
+def test_the_clusters_flows_and_connections_spark_settings_win_over_kafka_recons(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kafka_recon.spark.conf import cluster_defaults
+
+    monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# the cluster's own\nspark.executor.extraJavaOptions  -XX:+UseG1GC\n"
+        "spark.ui.showConsoleProgress true\nspark.sql.shuffle.partitions\t64\n")
+    cluster = cluster_defaults()
+    assert cluster["spark.sql.shuffle.partitions"] == "64"
+    conf = spark_conf({"spark.executor.memory": "4g"})
+    assert conf["spark.executor.memory"] == "4g"
+    # their JVM options, not kafka-recon's tuning; the time zone is added to every JVM
+    assert conf["spark.executor.extraJavaOptions"] == "-Duser.timezone=UTC -XX:+UseG1GC"
+    assert conf["spark.driver.extraJavaOptions"] == f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS}"
+    assert "spark.ui.showConsoleProgress" not in conf, "the cluster said; spark-submit reads it"
+    given = spark_conf({"spark.driver.extraJavaOptions": "-Xss4m -Duser.timezone=UTC"})
+    assert given["spark.driver.extraJavaOptions"] == "-Xss4m -Duser.timezone=UTC"
+
+
+@pytest.mark.parametrize(("records", "cores", "partitions"), [
+    (None, 2, 4), (0, 2, 4), (10_000, 2, 4), (1_000_000, 2, 8), (50_000_000, 2, 400),
+    (1_000_000, 32, 64), (10**12, 8, 4000)])
+def test_shuffle_partitions_follow_the_windows_records_and_the_clusters_cores(
+        records: int | None, cores: int, partitions: int) -> None:
+    from kafka_recon.spark.conf import shuffle_partitions
+
+    assert shuffle_partitions(records, cores) == partitions
 
 
 @pytest.mark.parametrize(("given", "options"), [
@@ -123,6 +154,7 @@ def test_a_spark_connect_server_is_started_with_a_runs_own_jars_jvm_options_and_
         f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS} {archive}")
     assert conf["spark.executor.extraJavaOptions"] == f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS}"
     assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.sql.adaptive.enabled"] == "false", "kafka-recon's defaults: a shared server"
     assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
     assert conf["spark.connect.grpc.binding.port"] == "15099"
     assert argv[-1] == "spark-internal" and Path(argv[0]).name == "spark-submit"
@@ -132,9 +164,7 @@ def test_a_spark_connect_server_is_started_with_a_runs_own_jars_jvm_options_and_
 def test_a_session_of_a_server_sets_only_the_sql_settings_the_server_cannot_have_for_it() -> None:
     from kafka_recon.spark.conf import session_conf
 
-    assert session_conf() == {"spark.sql.session.timeZone": "UTC",
-                              "spark.sql.shuffle.partitions": "8",
-                              "spark.sql.adaptive.enabled": "false"}
+    assert session_conf() == {"spark.sql.session.timeZone": "UTC"}
 
 
 @pytest.mark.parametrize(("given", "env", "where"), [
@@ -166,3 +196,18 @@ def test_the_command_line_server_wins_over_the_environment_and_none_means_a_runs
     assert spark_remote("sc://cli/;use_ssl=true;token=t") == "sc://cli/;use_ssl=true;token=t"
     monkeypatch.setenv("KAFKA_RECON_SPARK_REMOTE", "  ")
     assert spark_remote(None) is None
+
+
+def test_a_job_sets_kafka_recons_defaults_and_sizes_the_shuffles_by_the_window(
+        spark: object) -> None:
+    from pyspark.sql import SparkSession
+
+    from kafka_recon.spark.session import apply_defaults
+
+    assert isinstance(spark, SparkSession)
+    cores = spark.sparkContext.defaultParallelism
+    apply_defaults(spark, 1_000_000)
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(8, 2 * cores))
+    apply_defaults(spark, None)  # a flow with no upstream count: two per core
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(2, 2 * cores))

@@ -1,0 +1,55 @@
+"""The replays' pools are made by the scheduler when a kafka-recon run first needs them, in the
+scheduler's own session; a pool an administrator sized is left as it is."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
+
+from kafka_recon.airflow.plugins import pools
+from kafka_recon.airflow.plugins.reconciliation import ReconciliationPlugin
+
+pytestmark = pytest.mark.unit
+
+
+def _session() -> Session:
+    from airflow.models.pool import Pool
+
+    eng = create_engine("sqlite://")
+    Pool.__table__.create(eng)  # Airflow's own pool table, alone
+    return Session(eng)
+
+
+def _run(session: Session, *task_pools: str) -> SimpleNamespace:
+    run = SimpleNamespace(dag=SimpleNamespace(tasks=[SimpleNamespace(pool=p) for p in task_pools]))
+    session.info["run"] = run
+    return run
+
+
+def test_a_runs_missing_pools_are_made_with_the_configured_slots_and_sized_ones_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.models.pool import Pool
+
+    monkeypatch.setenv("KAFKA_RECON_REPLAY_SLOTS", "3")
+    session = _session()
+    session.add(Pool(pool="kafka_recon__sized", slots=7, include_deferred=False))
+    run = _run(session, "default_pool", "kafka_recon__a:9092", "kafka_recon__sized")
+    monkeypatch.setattr("sqlalchemy.orm.object_session", lambda obj: session)
+    pools.on_dag_run_running(run, "started")
+    session.commit()
+    slots = {p: n for p, n in session.execute(select(Pool.pool, Pool.slots))}
+    assert slots == {"kafka_recon__a:9092": 3, "kafka_recon__sized": 7}
+    pools.on_dag_run_running(run, "started")  # once made, never again
+    assert session.scalar(select(Pool.slots).where(Pool.pool == "kafka_recon__a:9092")) == 3
+
+
+def test_a_failing_listener_never_breaks_the_scheduler() -> None:
+    pools.on_dag_run_running(SimpleNamespace(dag=SimpleNamespace(tasks=[
+        SimpleNamespace(pool="kafka_recon__x")])), "started")  # no session: logged, not raised
+
+
+def test_the_plugin_registers_the_listener() -> None:
+    assert pools in ReconciliationPlugin.listeners
