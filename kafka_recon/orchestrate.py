@@ -163,6 +163,7 @@ def stage_tier(run: Run, tier_name: str) -> StagedTier:
     """Step 1a, one upstream or sink tier: check it and count it into staged/<tier>.json."""
     from kafka_recon.sources.flume import stage_flume_tier
     from kafka_recon.sources.sql import stage_sql_tier
+    from kafka_recon.stores.snapshots import flume_snapshots
 
     tier = next((t for t in run.flow.tiers if t.name == tier_name), None)
     if not isinstance(tier, SqlTier | FlumeTier):
@@ -171,7 +172,8 @@ def stage_tier(run: Run, tier_name: str) -> StagedTier:
     with _guarded(run, "stage", f"stage {tier_name}"):
         staged = StagedTier(points=[stage_sql_tier(tier, run.window, run.flow.bucket)]
                             if isinstance(tier, SqlTier)
-                            else stage_flume_tier(run.flow, tier, run.window))
+                            else stage_flume_tier(run.flow, tier, run.window,
+                                                  flume_snapshots(run.flow.name, tier.name)))
         run.folder.write(staged, tier_name)
     return staged
 

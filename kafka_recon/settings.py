@@ -51,8 +51,8 @@ SETTINGS: tuple[Setting, ...] = (
             'none',
             "the store's older name, read when `KAFKA_RECON_STORE` is not set"),
     Setting('KAFKA_RECON_SNAPSHOTS', 'snapshots',
-            '`<runs>/snapshots.db`',
-            'snapshot store: Flume counters, flight recorder'),
+            'the store, where `KAFKA_RECON_STORE` is set; else `<runs>/snapshots.db`',
+            'snapshot store (Flume counters, flight recorder): a file or URL'),
     Setting('KAFKA_RECON_SPARK_JARS', 'spark_jars',
             "the package's `jars/`",
             "Spark's jars: the window reader, Kafka client, JDBC drivers"),
@@ -266,7 +266,7 @@ def resolved_paths() -> dict[str, str]:
     Spark job, which must write where the task that started it would, without reading Airflow's
     configuration again."""
     env = {"KAFKA_RECON_HOME": str(home()), "KAFKA_RECON_CONFIG": str(config_path()),
-           "KAFKA_RECON_OUT": str(runs_root()), "KAFKA_RECON_SNAPSHOTS": str(snapshots_path()),
+           "KAFKA_RECON_OUT": str(runs_root()),
            "KAFKA_RECON_JARS": str(jars_dir()), "KAFKA_RECON_SPARK_JARS": str(spark_jars_dir()),
            "KAFKA_RECON_SPARK_JOBS": str(spark_jobs_dir()),
            "KAFKA_RECON_EXPECTATIONS": str(expectations_dir()),
@@ -274,6 +274,9 @@ def resolved_paths() -> dict[str, str]:
     store = store_conn()
     if store:
         env["KAFKA_RECON_STORE"] = store
+    snapshots = setting("KAFKA_RECON_SNAPSHOTS", "snapshots")[0]
+    if snapshots:  # else the store's, or the runs root's, as above
+        env["KAFKA_RECON_SNAPSHOTS"] = snapshots
     return env
 
 

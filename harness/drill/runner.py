@@ -97,22 +97,19 @@ class FlightRecorder:
 
         con = recorder.connect(self.ctx.folder / "snapshots.db")
         ep = KafkaEndpoint(self.ctx.bootstrap)
-        try:
-            while not self._stop.is_set():
-                now = datetime.now(UTC)
-                try:
-                    progress = self._mirror_progress()
-                    for flow in self.flows:
-                        recorder.record(con, flow, self.ctx.topic, ep, [self.ctx.group], now,
-                                        progress=progress)
-                    self.taken += 1
-                    self.first_at = self.first_at or now
-                    self.last_at = now
-                except (ReconError, RuntimeError, OSError):
-                    self.missed += 1
-                self._stop.wait(RECORD_EVERY_S)
-        finally:
-            con.close()
+        while not self._stop.is_set():
+            now = datetime.now(UTC)
+            try:
+                progress = self._mirror_progress()
+                for flow in self.flows:
+                    recorder.record(con, flow, self.ctx.topic, ep, [self.ctx.group], now,
+                                    progress=progress)
+                self.taken += 1
+                self.first_at = self.first_at or now
+                self.last_at = now
+            except (ReconError, RuntimeError, OSError):
+                self.missed += 1
+            self._stop.wait(RECORD_EVERY_S)
 
     def _mirror_progress(self) -> dict[str, dict[int, int]]:
         """A mirrored scenario's MirrorMaker 2 progress, as `kafka-recon snapshot` records it

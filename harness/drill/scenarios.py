@@ -282,14 +282,18 @@ class _FlumeUnderWatch:
         self._thread.start()
 
     def _loop(self) -> None:
-        from kafka_recon.sources.flume import FlumeError, connect_store, snapshot_tier
+        from kafka_recon.sources.flume import FlumeError, read_tier
+        from kafka_recon.stores.snapshots import connect, keep_flume
+        from kafka_recon.window import iso_us
 
+        eng = connect(self.store)
         while not self._stop.is_set():
             try:
-                with connect_store(self.store) as con:
-                    snap = snapshot_tier(con, "drill", self.tier, datetime.now(UTC))
+                now = datetime.now(UTC)
+                snap, raw = read_tier(self.tier, now)
+                keep_flume(eng, "drill", self.tier.name, iso_us(now), snap, raw)
                 self.taken += 1
-                self.accepted = int(snap["accepted"])
+                self.accepted = snap.source_accepted
             except FlumeError:
                 pass  # the agent is down: no snapshot, as in production
             self._stop.wait(1.0)

@@ -10,7 +10,8 @@ committed offsets and members (client id, host, assigned partitions). Only metad
 by the Admin API and an OffsetFetch that never joins the group: no client of the pipeline is
 touched.
 
-Snapshots are kept in the snapshot store (SQLite, beside the Flume counters) for
+Snapshots are kept in the snapshot store (kafka_recon.stores.snapshots, beside the Flume
+counters) for
 `KAFKA_RECON_SNAPSHOT_RETENTION_DAYS`. `timeline()` turns a window's snapshots into events:
 leader changes (clean or not), partitions offline, ISR shrinks, a high watermark moving back
 (acknowledged records truncated), and the groups' members. `kafka_recon.result.causes` reads it.
@@ -19,41 +20,39 @@ leader changes (clean or not), partitions offline, ISR shrinks, a high watermark
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.exc import SQLAlchemyError
+
 from kafka_recon.config import Flow, KafkaTier
 from kafka_recon.runfiles.flight import Timeline
 from kafka_recon.sources.kafka_client import KafkaEndpoint
+from kafka_recon.stores import snapshots as store
+from kafka_recon.stores.database import unreachable
 from kafka_recon.window import iso_us, iso_z, parse_instant
 
-SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS partition_snapshot (
-        flow TEXT NOT NULL, topic TEXT NOT NULL, taken_at TEXT NOT NULL,
-        partition INTEGER NOT NULL, leader INTEGER NOT NULL, leader_epoch INTEGER,
-        replicas TEXT NOT NULL, isr TEXT NOT NULL, log_start INTEGER, log_end INTEGER,
-        error TEXT, PRIMARY KEY (flow, topic, taken_at, partition))""",
-    """CREATE TABLE IF NOT EXISTS group_snapshot (
-        flow TEXT NOT NULL, topic TEXT NOT NULL, grp TEXT NOT NULL, taken_at TEXT NOT NULL,
-        state TEXT, committed TEXT, members TEXT, error TEXT,
-        PRIMARY KEY (flow, topic, grp, taken_at))""",
-]
 # a window is covered when no two snapshots around it are further apart than this: three
 # missed runs of a five-minute schedule
 MAX_GAP = timedelta(minutes=15)
 TIMEOUT_S = 10.0
-LOCK_WAIT_S = 30.0  # concurrent snapshot tasks share the store: wait for its lock, briefly held
+P, G = store.partition_snapshot.c, store.group_snapshot.c
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(path, timeout=LOCK_WAIT_S)
-    for ddl in SCHEMA:
-        con.execute(ddl)
-    return con
+def connect(where: Path | str | None = None) -> Engine:
+    """The snapshot store (a file, a URL, else the settings')."""
+    return store.connect(where)
+
+
+def _rows(eng: Engine, query: Any) -> list[Any]:
+    try:
+        with eng.connect() as con:
+            return list(con.execute(query).all())
+    except SQLAlchemyError as exc:
+        raise unreachable(str(eng.url), exc) from exc
 
 
 # ------------------------------------------------------------------ taking a snapshot
@@ -131,7 +130,7 @@ def key_of(flow: Flow, tier: KafkaTier) -> str:
     return f"{tier.topic}@{tier.name}" if tier.topic in earlier else tier.topic
 
 
-def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
+def record(eng: Engine, flow: str, topic: str, ep: KafkaEndpoint,
            groups: list[str], now: datetime | None = None,
            progress: dict[str, dict[int, int]] | None = None,
            key: str | None = None) -> dict[str, Any]:
@@ -150,26 +149,34 @@ def record(con: sqlite3.Connection, flow: str, topic: str, ep: KafkaEndpoint,
     # everything read first: the write lock is held for the inserts only, as other flows'
     # snapshot tasks and the Flume counters write to the same store
     kept = key or topic  # the store's name for the topic; reads above use the topic's own
-    with con:
-        con.executemany(
-            "INSERT OR REPLACE INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [(flow, kept, taken, p["partition"], p["leader"], p["leader_epoch"],
-              json.dumps(p["replicas"]), json.dumps(p["isr"]), p["log_start"], p["log_end"],
-              p["error"]) for p in parts])
-        con.executemany("INSERT OR REPLACE INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                        [(flow, kept, group, taken, g["state"], json.dumps(g["committed"]),
-                          json.dumps(g["members"]), g["error"]) for group, g in read.items()])
+    try:
+        with eng.begin() as con:
+            store.replace_rows(con, store.partition_snapshot, [{
+                "flow": flow, "topic": kept, "taken_at": taken, "partition": p["partition"],
+                "leader": p["leader"], "leader_epoch": p["leader_epoch"],
+                "replicas": json.dumps(p["replicas"]), "isr": json.dumps(p["isr"]),
+                "log_start": p["log_start"], "log_end": p["log_end"], "error": p["error"]}
+                for p in parts])
+            store.replace_rows(con, store.group_snapshot, [{
+                "flow": flow, "topic": kept, "grp": group, "taken_at": taken,
+                "state": g["state"], "committed": json.dumps(g["committed"]),
+                "members": json.dumps(g["members"]), "error": g["error"]}
+                for group, g in read.items()])
+    except SQLAlchemyError as exc:
+        raise unreachable(str(eng.url), exc) from exc
     return {"flow": flow, "topic": kept, "taken_at": iso_z(now), "partitions": len(parts),
             "groups": len(read)}
 
 
-def forget(con: sqlite3.Connection, older_than: datetime) -> int:
+def forget(eng: Engine, older_than: datetime) -> int:
     """Drop snapshots older than the retention; returns the rows dropped."""
     cut = iso_us(older_than)
-    with con:
-        n = con.execute("DELETE FROM partition_snapshot WHERE taken_at < ?", (cut,)).rowcount
-        n += con.execute("DELETE FROM group_snapshot WHERE taken_at < ?", (cut,)).rowcount
-    return n
+    try:
+        with eng.begin() as con:
+            return sum(con.execute(delete(t).where(t.c.taken_at < cut)).rowcount
+                       for t in (store.partition_snapshot, store.group_snapshot))
+    except SQLAlchemyError as exc:
+        raise unreachable(str(eng.url), exc) from exc
 
 
 # ------------------------------------------------------------------ reading a window back
@@ -236,15 +243,15 @@ def partition_events(states: list[PartitionState], partition: int) -> list[dict[
     return sorted(events, key=lambda e: (e["between"][0], e["event"]))
 
 
-def timeline(con: sqlite3.Connection, flow: str, topic: str, start: datetime, end: datetime,
+def timeline(con: Engine, flow: str, topic: str, start: datetime, end: datetime,
              margin: timedelta = MAX_GAP) -> Timeline:
     """The events the snapshots from `start - margin` to `end + margin` show; `covered` when
     snapshots bracket [start, end] with no gap above MAX_GAP between them."""
     lo, hi = iso_us(start - margin), iso_us(end + margin)
-    rows = con.execute(
-        "SELECT taken_at, partition, leader, leader_epoch, isr, log_end, error "
-        "FROM partition_snapshot WHERE flow = ? AND topic = ? AND taken_at BETWEEN ? AND ? "
-        "ORDER BY taken_at, partition", (flow, topic, lo, hi)).fetchall()
+    rows = _rows(con, select(P.taken_at, P.partition, P.leader, P.leader_epoch, P.isr,
+                             P.log_end, P.error)
+                 .where(P.flow == flow, P.topic == topic, P.taken_at.between(lo, hi))
+                 .order_by(P.taken_at, P.partition))
     by_part: dict[int, list[PartitionState]] = {}
     times: list[datetime] = []
     for taken, part, leader, epoch, isr, log_end, error in rows:
@@ -269,21 +276,18 @@ def timeline(con: sqlite3.Connection, flow: str, topic: str, start: datetime, en
         "deleted_unread": deleted_unread(con, flow, topic, lo, hi)})
 
 
-def deleted_unread(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: str
-                   ) -> dict[str, int]:
+def deleted_unread(con: Engine, flow: str, topic: str, lo: str, hi: str) -> dict[str, int]:
     """Per group, the offsets retention deleted before the group read them, as the snapshots
     saw it: per partition the largest gap, at one snapshot, between the log start and the
     group's commit below it, summed over partitions. A reader that later jumps to the log
     start (a consumer resetting to `earliest`, a resumed mirror) commits past the gap, so
     the run's own reading of the commits no longer shows it; the snapshots still do."""
-    starts = {(taken, int(part)): int(low) for taken, part, low in con.execute(
-        "SELECT taken_at, partition, log_start FROM partition_snapshot WHERE flow = ? AND "
-        "topic = ? AND taken_at BETWEEN ? AND ? AND log_start IS NOT NULL",
-        (flow, topic, lo, hi))}
+    starts = {(taken, int(part)): int(low) for taken, part, low in _rows(con, select(
+        P.taken_at, P.partition, P.log_start).where(
+        P.flow == flow, P.topic == topic, P.taken_at.between(lo, hi), P.log_start.is_not(None)))}
     gaps: dict[str, dict[int, int]] = {}
-    for group, taken, committed in con.execute(
-            "SELECT grp, taken_at, committed FROM group_snapshot WHERE flow = ? AND topic = ? "
-            "AND taken_at BETWEEN ? AND ?", (flow, topic, lo, hi)):
+    for group, taken, committed in _rows(con, select(G.grp, G.taken_at, G.committed).where(
+            G.flow == flow, G.topic == topic, G.taken_at.between(lo, hi))):
         for part, off in json.loads(committed or "{}").items():
             low = starts.get((taken, int(part)))
             if low is not None and 0 <= int(off) < low:
@@ -292,13 +296,12 @@ def deleted_unread(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: 
     return {g: sum(parts.values()) for g, parts in sorted(gaps.items())}
 
 
-def group_members(con: sqlite3.Connection, flow: str, topic: str, lo: str, hi: str
+def group_members(con: Engine, flow: str, topic: str, lo: str, hi: str
                   ) -> dict[str, list[dict[str, Any]]]:
     """Per group, each member seen with the topic's partitions it held, and when."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for group, taken, members in con.execute(
-            "SELECT grp, taken_at, members FROM group_snapshot WHERE flow = ? AND topic = ? "
-            "AND taken_at BETWEEN ? AND ? ORDER BY taken_at", (flow, topic, lo, hi)):
+    for group, taken, members in _rows(con, select(G.grp, G.taken_at, G.members).where(
+            G.flow == flow, G.topic == topic, G.taken_at.between(lo, hi)).order_by(G.taken_at)):
         seen = out.setdefault(group, {})
         at = iso_z(parse_instant(taken, f"recorder snapshot of {flow}"))
         for m in json.loads(members or "[]"):

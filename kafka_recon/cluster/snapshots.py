@@ -13,61 +13,71 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine
+
 from kafka_recon.cluster import recorder
 from kafka_recon.cluster.mirror import mirror_commits
-from kafka_recon.config import Flow
+from kafka_recon.config import Flow, FlumeTier
 from kafka_recon.errors import ReconError, one_line
 from kafka_recon.runfiles.flight import Flight, Timeline
-from kafka_recon.settings import snapshot_retention_days, snapshots_path
+from kafka_recon.settings import snapshot_retention_days
 from kafka_recon.sources import flume
 from kafka_recon.sources.kafka_client import endpoint
-from kafka_recon.window import Window
+from kafka_recon.stores import snapshots as store
+from kafka_recon.window import Window, iso_us, iso_z
 
 
 def flight_over(flow: Flow, window: Window) -> Flight:
     """What the flight recorder kept of each of the flow's topics around the window, by tier
     name (read-only: a topic nobody snapshotted gets an empty timeline, and its causes say the
     evidence was missing)."""
-    path = snapshots_path()
     tiers = flow.kafka_tiers
-    if not path.exists():
+    if not store.exists(store.snapshots_url()):
         return Flight(topics={t.name: Timeline() for t in tiers})
-    con = recorder.connect(path)
-    try:
-        # each topic over its own window: its grace may be longer than the flow's
-        return Flight(topics={t.name: recorder.timeline(
-            con, flow.name, recorder.key_of(flow, t), window.start,
-            replace(window, grace=flow.grace_of(t)).closes_at) for t in tiers})
-    finally:
-        con.close()
+    eng = store.connect()
+    # each topic over its own window: its grace may be longer than the flow's
+    return Flight(topics={t.name: recorder.timeline(
+        eng, flow.name, recorder.key_of(flow, t), window.start,
+        replace(window, grace=flow.grace_of(t)).closes_at) for t in tiers})
 
 
-def take_snapshots(flows: dict[str, Flow], path: Path | None = None
+def take_flume(eng: Engine, flow: Flow, now: datetime) -> list[dict[str, Any]]:
+    """One snapshot of every Flume tier of the flow, kept in the store."""
+    taken = []
+    for tier in flow.tiers:
+        if isinstance(tier, FlumeTier):
+            snap, raw = flume.read_tier(tier, now)
+            # to the microsecond: a snapshot stored a second early would claim counts it had
+            # not seen
+            store.keep_flume(eng, flow.name, tier.name, iso_us(now), snap, raw)
+            taken.append({"flow": flow.name, "tier": tier.name, "taken_at": iso_z(now),
+                          "accepted": snap.source_accepted, "drained": snap.sink_drained})
+    return taken
+
+
+def take_snapshots(flows: dict[str, Flow], where: Path | str | None = None
                    ) -> tuple[list[dict[str, Any]], list[str]]:
     """One snapshot of each flow's Flume counters and of each of its topics' partitions and
-    groups (the flight recorder), kept in the snapshot store; snapshots past the retention are
-    dropped. Returns what was taken and, per topic that could not be read, one line why: one
-    unreachable cluster does not stop the other topics' snapshots."""
-    path = path or snapshots_path()
+    groups (the flight recorder), kept in the snapshot store (`where`, else the settings');
+    snapshots past the retention are dropped. Returns what was taken and, per topic that could
+    not be read, one line why: one unreachable cluster does not stop the other topics'
+    snapshots."""
     now = datetime.now(UTC)
     taken: list[dict[str, Any]] = []
     errors: list[str] = []
-    con = recorder.connect(path)
-    try:
-        for name, flow in flows.items():
-            try:
-                taken += flume.take_snapshots({name: flow}, path, now)
+    eng = store.connect(where)
+    for name, flow in flows.items():
+        try:
+            taken += take_flume(eng, flow, now)
+        except ReconError as exc:
+            errors.append(f"flow '{name}': {one_line(exc)}")
+        for tier in flow.kafka_tiers:  # each topic on its own cluster; one failing
+            try:                           # leaves the others snapshotted
+                taken.append(recorder.record(eng, name, tier.topic, endpoint(tier),
+                                             tier.consumer_groups, now,
+                                             progress=mirror_commits(flow, tier),
+                                             key=recorder.key_of(flow, tier)))
             except ReconError as exc:
-                errors.append(f"flow '{name}': {one_line(exc)}")
-            for tier in flow.kafka_tiers:  # each topic on its own cluster; one failing
-                try:                           # leaves the others snapshotted
-                    taken.append(recorder.record(con, name, tier.topic, endpoint(tier),
-                                                 tier.consumer_groups, now,
-                                                 progress=mirror_commits(flow, tier),
-                                                 key=recorder.key_of(flow, tier)))
-                except ReconError as exc:
-                    errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
-        recorder.forget(con, now - timedelta(days=snapshot_retention_days()))
-    finally:
-        con.close()
+                errors.append(f"flow '{name}': topic '{tier.topic}': {one_line(exc)}")
+    recorder.forget(eng, now - timedelta(days=snapshot_retention_days()))
     return taken, errors

@@ -5,7 +5,8 @@ flow it resolves every connection (Airflow's or AIRFLOW_CONN_*), runs the prefli
 (the cluster reached and authenticated, every ACL a run needs, the schema registry answering)
 and reads what the run would read over the last closed window: each topic's partitions, their
 offsets and the window's records, each SQL tier's rows, each Flume agent's counters. A flow
-could run when nothing failed; the command exits 0 only if every flow could.
+could run when nothing failed; the command exits 0 only if every flow could, and kafka-recon's
+own databases (the store, the snapshot store) answer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class FlowCheck:
     window: Window | None = None
     lines: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    kind: str = "flow"  # or "stores": kafka-recon's own databases
 
     @property
     def could_run(self) -> bool:
@@ -98,6 +100,44 @@ def _flume(tier: FlumeTier) -> list[str]:
             "their start (a window is counted from the snapshots that bracket it)"]
 
 
+def _store() -> list[str]:
+    from sqlalchemy import func, select
+
+    from kafka_recon.sources.connections import where
+    from kafka_recon.stores.database import engine, store_url
+    from kafka_recon.stores.lease import leases, metadata
+
+    url = store_url()
+    with engine(url, metadata).connect() as con:
+        held = con.execute(select(func.count()).select_from(leases)).scalar_one()
+    return [f"{where(url)}: answers; {held} window(s) held by a run now"]
+
+
+def _snapshot_store() -> list[str]:
+    from sqlalchemy import func, select
+
+    from kafka_recon.sources.connections import where
+    from kafka_recon.stores import snapshots
+
+    url = snapshots.snapshots_url()
+    if not snapshots.exists(url):
+        return [f"{where(url)}: nothing snapshotted yet (the recon_snapshots DAG, or "
+                "`kafka-recon snapshot`, fills it)"]
+    t = snapshots.partition_snapshot.c
+    with snapshots.connect().connect() as con:
+        last = con.execute(select(func.max(t.taken_at))).scalar_one()
+    return [f"{where(url)}: answers; newest topic snapshot {last or 'none'}"]
+
+
+def check_stores() -> FlowCheck:
+    """Whether kafka-recon's own databases answer: the store (history, leases) and the
+    snapshot store. Every host of a deployment must reach the same ones."""
+    out = FlowCheck("kafka-recon's stores", kind="stores")
+    _attempt(out, "store", _store)
+    _attempt(out, "snapshot store", _snapshot_store)
+    return out
+
+
 def check_flow(flow: Flow, window: Window | None = None) -> FlowCheck:
     window = window or last_closed_window(flow)
     out = FlowCheck(flow.name, window)
@@ -131,6 +171,11 @@ def check_config(config: Path, only: str | None = None,
 
 
 def render(check: FlowCheck) -> list[str]:
+    if check.kind == "stores":
+        head = f"{check.name}: " + ("answer" if check.could_run else
+                                    f"{len(check.errors)} of 2 do not answer")
+        return [head, *(f"  {line}" for line in check.lines),
+                *(f"  error: {e}" for e in check.errors)]
     verdict = "could run" if check.could_run else f"cannot run ({len(check.errors)} error(s))"
     head = f"flow '{check.name}': {verdict}"
     if check.window is not None:

@@ -60,7 +60,7 @@ def _run(a: argparse.Namespace) -> int:
 
     def spark() -> SparkSession:
         s = session(f"kafka-recon {run.flow.name}", master=a.master or "local[*]", jars=jars,
-                    remote=remote)
+                    remote=remote, given=run.flow.spark)
         if not remote:
             s.sparkContext.setLogLevel("WARN")
         return s
@@ -91,11 +91,12 @@ def _selected_flows(a: argparse.Namespace) -> dict[str, Flow]:
 
 def _snapshot(a: argparse.Namespace) -> int:
     from kafka_recon.cluster.snapshots import take_snapshots
-    from kafka_recon.settings import snapshots_path
+    from kafka_recon.sources.connections import where
+    from kafka_recon.stores.snapshots import snapshots_url
 
     flows = _selected_flows(a)
-    path = a.store or snapshots_path()
-    taken, errors = take_snapshots(flows, path)
+    url = snapshots_url(a.store)
+    taken, errors = take_snapshots(flows, url)
     for t in taken:
         if "tier" in t:
             print(f"{t['taken_at']} {t['flow']}/{t['tier']}: accepted {t['accepted']}, "
@@ -103,7 +104,7 @@ def _snapshot(a: argparse.Namespace) -> int:
         else:
             print(f"{t['taken_at']} {t['flow']}/{t['topic']}: {t['partitions']} partition(s), "
                   f"{t['groups']} group(s)")
-    print(f"{len(taken)} snapshot(s) kept in {path}")
+    print(f"{len(taken)} snapshot(s) kept in the {where(url)}")
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     return EXIT_ERROR if errors else EXIT_OK
@@ -130,11 +131,21 @@ def _audit(a: argparse.Namespace) -> int:
 def _check(a: argparse.Namespace) -> int:
     import json
 
-    from kafka_recon.faces.check import as_json, check_config, render, summary, window_of
+    from kafka_recon.faces.check import (
+        as_json,
+        check_config,
+        check_stores,
+        render,
+        summary,
+        window_of,
+    )
     from kafka_recon.settings import config_where, existing_config
 
     config = a.config or existing_config("; give --config FILE")
     window = window_of(a.start, a.end)
+    stores = check_stores()
+    if not a.json:
+        print("\n".join(render(stores)), flush=True)
     checks = []
     for c in check_config(config, a.flow, window):
         checks.append(c)
@@ -142,10 +153,13 @@ def _check(a: argparse.Namespace) -> int:
             print("\n".join(render(c)), flush=True)
     where = f"{config}" if a.config else config_where()
     if a.json:
-        print(json.dumps({"config": str(config), "flows": as_json(checks)}, indent=2))
+        print(json.dumps({"config": str(config), "flows": as_json(checks),
+                          "stores": {"answer": stores.could_run, "lines": stores.lines,
+                                     "errors": stores.errors}}, indent=2))
     else:
         print("\n".join(summary(checks, where)))
-    return EXIT_OK if checks and all(c.could_run for c in checks) else EXIT_ERROR
+    could = checks and all(c.could_run for c in checks) and stores.could_run
+    return EXIT_OK if could else EXIT_ERROR
 
 
 def _class_archive(a: argparse.Namespace) -> int:
@@ -196,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                        "partitions and groups (the flight recorder)")
     s.add_argument("--config", required=True, type=Path)
     s.add_argument("--flow", help="only this flow")
-    s.add_argument("--store", type=Path, help="SQLite store (default $KAFKA_RECON_SNAPSHOTS)")
+    s.add_argument("--store", help="the snapshot store: an SQLite file or an SQLAlchemy URL "
+                   "(default: KAFKA_RECON_SNAPSHOTS, else the store, else <runs>/snapshots.db)")
     au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
     au.add_argument("--config", required=True, type=Path)
     au.add_argument("--flow", help="only this flow")

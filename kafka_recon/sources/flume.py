@@ -2,9 +2,9 @@
 
 Flume's counters are cumulative since the agent started (`StartTime`), so a window's count is
 the growth of a counter between the snapshots that bracket it. `kafka-recon snapshot` takes one
-snapshot of every Flume tier and keeps it in a small SQLite store; Airflow runs it every few
-minutes. A restarted agent (a new StartTime, counters back to zero) is not negative traffic:
-across a restart the growth is the new process's count since it started.
+snapshot of every Flume tier and keeps it in the snapshot store (kafka_recon.stores.snapshots);
+Airflow runs it every few minutes. A restarted agent (a new StartTime, counters back to zero) is
+not negative traffic: across a restart the growth is the new process's count since it started.
 
 A Flume tier is counted at two points, its source (events accepted) and its sink (events
 drained to Kafka), so a loss inside the agent, such as a memory channel lost with the process,
@@ -14,30 +14,18 @@ shows as a hop of its own, before the topic.
 from __future__ import annotations
 
 import json
-import sqlite3
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
 
 from kafka_recon.config import Flow, FlumeTier
 from kafka_recon.errors import FlumeError
 from kafka_recon.runfiles.stage import StagedPoint
-from kafka_recon.settings import snapshots_path
-from kafka_recon.window import Window, iso_us, iso_z, parse_instant
+from kafka_recon.window import Window, iso_z
 
 TIMEOUT_S = 10.0
-SCHEMA = """CREATE TABLE IF NOT EXISTS flume_snapshot (
-    flow TEXT NOT NULL, tier TEXT NOT NULL, taken_at TEXT NOT NULL,
-    source_start INTEGER, source_accepted INTEGER,
-    sink_start INTEGER, sink_drained INTEGER, raw TEXT NOT NULL,
-    PRIMARY KEY (flow, tier, taken_at))"""
-
-
-def store_path() -> Path:
-    return snapshots_path()
 
 
 @dataclass(frozen=True)
@@ -80,49 +68,10 @@ def parse_metrics(tier: FlumeTier, data: dict[str, Any], taken_at: datetime) -> 
                     counter(snk, "StartTime"), counter(snk, "EventDrainSuccessCount"))
 
 
-def connect_store(path: Path | None = None) -> sqlite3.Connection:
-    """The snapshot store (`store_path()` unless given), created on first use."""
-    path = path or store_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(path, timeout=30.0)  # shared with the recorder and other flows' tasks
-    con.execute(SCHEMA)
-    return con
-
-
-def take_snapshots(flows: dict[str, Flow], path: Path | None = None,
-                   now: datetime | None = None) -> list[dict[str, Any]]:
-    """One snapshot of every Flume tier of every flow, kept in the store."""
-    taken = []
-    now = now or datetime.now(UTC)
-    with connect_store(path) as con:
-        for flow in flows.values():
-            for tier in flow.tiers:
-                if isinstance(tier, FlumeTier):
-                    taken.append(snapshot_tier(con, flow.name, tier, now))
-    return taken
-
-
-def snapshot_tier(con: sqlite3.Connection, flow: str, tier: FlumeTier,
-                  now: datetime) -> dict[str, Any]:
+def read_tier(tier: FlumeTier, now: datetime) -> tuple[Snapshot, str]:
+    """One snapshot of a tier's counters now, and the agent's metrics as read (kept beside it)."""
     data = fetch_metrics(tier)
-    snap = parse_metrics(tier, data, now)
-    # to the microsecond: a snapshot stored a second early would claim counts it had not seen
-    taken_at = iso_us(now)
-    con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                (flow, tier.name, taken_at, snap.source_start, snap.source_accepted,
-                 snap.sink_start, snap.sink_drained, json.dumps(data)))
-    return {"flow": flow, "tier": tier.name, "taken_at": iso_z(now),
-            "accepted": snap.source_accepted, "drained": snap.sink_drained}
-
-
-def load_snapshots(flow: str, tier: str, path: Path | None = None) -> list[Snapshot]:
-    with connect_store(path) as con:
-        rows = con.execute("SELECT taken_at, source_start, source_accepted, sink_start, "
-                           "sink_drained FROM flume_snapshot WHERE flow = ? AND tier = ? "
-                           "ORDER BY taken_at", (flow, tier)).fetchall()
-    # sorted as times, not text: stores written before microseconds mix both spellings
-    return sorted((Snapshot(parse_instant(r[0], f"snapshot of {flow}/{tier}"), r[1], r[2],
-                            r[3], r[4]) for r in rows), key=lambda s: s.taken_at)
+    return parse_metrics(tier, data, now), json.dumps(data)
 
 
 def interval_growth(a: Snapshot, b: Snapshot, value: str, start_field: str
@@ -152,7 +101,7 @@ def bracket(snaps: list[Snapshot], lo: datetime, hi: datetime) -> list[Snapshot]
 
 
 def stage_flume_tier(flow: Flow, tier: FlumeTier, window: Window,
-                     path: Path | None = None) -> list[StagedPoint]:
+                     snaps: list[Snapshot]) -> list[StagedPoint]:
     """Two count-only points (source, sink) with counts per bucket, or reasons why not.
 
     Each interval between two consecutive snapshots, (a, b], counts once, in the bucket (and
@@ -163,7 +112,6 @@ def stage_flume_tier(flow: Flow, tier: FlumeTier, window: Window,
     needs a snapshot at or before its start and one at or after its end, else it is
     inconclusive.
     """
-    snaps = load_snapshots(flow.name, tier.name, path)
     chain = bracket(snaps, window.start, window.end)
     points = []
     for point, value, start_field in (("source", "source_accepted", "source_start"),

@@ -39,6 +39,7 @@ class DagRun:
     scn: Scenario
     sink: Any  # the sink's URL (sqlalchemy)
     bootstrap: str  # the SASL_SSL listener the Kafka connection names
+    store: Any  # kafka-recon's store (sqlalchemy URL): PostgreSQL, named by a connection
 
     def test(self, log: str, **env: str) -> int:
         """`airflow dags test` of the flow's daily DAG for the window START..END."""
@@ -56,6 +57,8 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
     work = tmp_path_factory.mktemp("dagrun")
     password = f"pw-{uuid.uuid4().hex}"
     sink = make_url(postgres.create_database("dag_sink")).set(password=password)
+    # kafka-recon's own store (history, leases, snapshots) in PostgreSQL, through a connection
+    store = make_url(postgres.create_database("dag_store")).set(password=password)
     scn = Scenario(work, kafka.bootstrap, down_url=sink.render_as_string(hide_password=False),
                    kafka_conn="kafka_prod")
     scn.flow_through(40, sink_lacks=LOST, every=10)
@@ -65,11 +68,15 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
     scn.config.write_text(scn.config.read_text().replace(str(scn.down_url), "sink_pg"))
     mail = MailCatcher(work / "mail").start()
     env = airflow_env(work / "airflow", smtp_port=mail.port, extra={
-        "KAFKA_RECON_CONFIG": str(scn.config), "KAFKA_RECON_OUT": str(work / "runs")})
+        "KAFKA_RECON_CONFIG": str(scn.config), "KAFKA_RECON_OUT": str(work / "runs"),
+        "KAFKA_RECON_STORE": "recon_store"})
     conns = work / "conns.json"
     conns.write_text(json.dumps({"sink_pg": {
         "conn_type": "postgres", "host": sink.host, "port": sink.port, "schema": sink.database,
         "login": sink.username, "password": password},
+        "recon_store": {"conn_type": "postgres", "host": store.host, "port": store.port,
+                        "schema": store.database, "login": store.username,
+                        "password": password},
         "kafka_prod": {"conn_type": "kafka",
                        "extra": json.dumps(kafka.security.sasl(kafka.sasl_bootstrap))}}))
     try:
@@ -78,7 +85,7 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
         conns.unlink()
         window = f"{START:%Y-%m-%dT%H%M%SZ}_{END:%Y-%m-%dT%H%M%SZ}"
         yield DagRun(work, env, password, work / "mail", work / "runs" / "f" / window, scn, sink,
-                     kafka.sasl_bootstrap)
+                     kafka.sasl_bootstrap, store)
     finally:
         mail.stop()
 
@@ -177,9 +184,14 @@ def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_a
 
     from kafka_recon.outputs import history
 
-    eng = history.engine(f"sqlite:///{dag.work / 'runs' / 'history.db'}")
+    from kafka_recon.sources.connections import normalise
+
+    eng = history.engine(normalise(dag.store.render_as_string(hide_password=False)))
     [row] = history.flow_runs("f", eng=eng)
     assert row["status"] == "inconclusive" and "'replay' step did not finish" in row["summary"]
+    assert not (dag.work / "runs" / "history.db").exists(), "the store is PostgreSQL's"
+    with eng.connect() as con:  # each run let its window go at its end
+        assert con.exec_driver_sql("SELECT count(*) FROM recon_lease").scalar_one() == 0
 
 
 def test_with_a_spark_connect_server_the_dag_runs_its_spark_step_there_and_no_password_leaks(

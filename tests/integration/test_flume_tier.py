@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,18 @@ import pytest
 
 from harness.services.kafka import KafkaCluster
 from kafka_recon.config import load_flows
-from kafka_recon.sources.flume import take_snapshots
 from tests.integration.engine_harness import END, START, Scenario, at, findings
 
 pytestmark = pytest.mark.integration
+
+
+def take_snapshots(flows: dict[str, Any], now: datetime) -> None:
+    """What the snapshots DAG does for the Flume tiers, at a chosen time."""
+    from kafka_recon.cluster.snapshots import take_flume
+    from kafka_recon.stores.snapshots import connect
+
+    for flow in flows.values():
+        take_flume(connect(), flow, now)
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "flume_metrics.json").read_text())
 

@@ -87,3 +87,18 @@ def test_the_published_layers_and_schemas_are_what_the_code_makes() -> None:
     """docs/layers.md and docs/schemas/ are generated (`make docs`): a change to an import or a
     run file's model that is not published fails here."""
     assert main(["--check"]) == 0
+
+
+def test_no_function_in_the_library_is_longer_than_80_lines() -> None:
+    import ast
+
+    from kafka_recon.settings import PACKAGE
+
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} {lines}")
+    assert long == [], "split these into steps a reader can hold"

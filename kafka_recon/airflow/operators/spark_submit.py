@@ -40,14 +40,17 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
             conn_env_var,
             resolved_paths,
             spark_remote,
+            store_conn,
         )
         from kafka_recon.sources.connections import resolved_for_spark, secrets_of
         from kafka_recon.sources.kafka_client import endpoint
 
         flow = load_flow(self.config, self.flow)
         kafka = [t for t in flow.tiers if isinstance(t, KafkaTier) and t.conn]
-        handed = resolved_for_spark([t.conn for t in flow.tiers if isinstance(t, SqlTier)],
-                                    [t.conn for t in kafka if t.conn])
+        # the store's connection too: the job renews the window's lease in it
+        stores = [c for c in (store_conn(),) if c]
+        handed = resolved_for_spark([t.conn for t in flow.tiers if isinstance(t, SqlTier)]
+                                    + stores, [t.conn for t in kafka if t.conn])
         for tier in kafka:
             endpoint(tier)  # masks the tier's secrets in every spelling (JAAS, keys, ...)
         kafka_vars = {conn_env_var(t.conn) for t in kafka if t.conn}
@@ -62,6 +65,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
                          RUN_OWNER_VAR: run_owner(context),
                          "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         self.application = self.job_file()
+        self.conf = self.submit_conf()
         remote = spark_remote()
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
@@ -75,6 +79,32 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
             return
         self._class_archive()
         super().execute(context)
+
+    def submit_conf(self) -> dict[str, str]:
+        """spark-submit's settings (`kafka_recon.spark.conf.spark_conf`): the flow's `spark:`
+        block over the Spark connection's extra `conf`, over this worker's spark-defaults.conf;
+        kafka-recon's own defaults are set inside the job, where nobody set them."""
+        from kafka_recon.config import load_flow
+
+        flow = load_flow(self.config, self.flow)
+        return spark_conf({**self._connection_conf(), **flow.spark, **(self.conf or {})})
+
+    def _connection_conf(self) -> dict[str, str]:
+        """The Spark connection's extra `conf`: a team's settings for every kafka-recon job on
+        that cluster (a JSON object of Spark settings)."""
+        import json
+
+        from airflow.sdk import BaseHook
+
+        from kafka_recon.errors import ConnectionUnusable
+
+        extra = BaseHook.get_connection(self._conn_id).extra_dejson.get("conf") or {}
+        if isinstance(extra, str):
+            extra = json.loads(extra)
+        if not isinstance(extra, dict):
+            raise ConnectionUnusable(f"connection '{self._conn_id}': its extra 'conf' must be "
+                                     "a JSON object of Spark settings")
+        return {str(k): str(v) for k, v in extra.items()}
 
     def job_file(self) -> str:
         """The step's entry point where the worker running the task has the package, not where
@@ -204,8 +234,9 @@ def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
         flow=args.flow,
         config=args.config,
         conn_id="spark_default",
+        # replays of one cluster wait for a slot of its pool (made on first use, pools.py)
+        pool=args.pool if step in ("replay", "replay_reconcile") else None,
         name=f"kafka-recon-{step}-{args.flow}",
         jars="{{ kafka_recon_spark_jars() }}",
-        conf=spark_conf(),
         application_args=app_args,
     )

@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, func, select
 
 from kafka_recon.cluster import recorder
 from kafka_recon.runfiles.flight import Timeline
+from kafka_recon.stores import snapshots
 from kafka_recon.window import iso_us
 
 pytestmark = pytest.mark.unit
@@ -17,24 +19,35 @@ pytestmark = pytest.mark.unit
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 
 
+def partition_row(at: str, leader: int, epoch: int | None, isr: str, log_start: int | None,
+                  log_end: int | None, error: str | None) -> dict[str, object]:
+    return {"flow": "f", "topic": "t", "taken_at": at, "partition": 0, "leader": leader,
+            "leader_epoch": epoch, "replicas": "[1, 2, 3]", "isr": isr, "log_start": log_start,
+            "log_end": log_end, "error": error}
+
+
+def group_row(at: str, grp: str, committed: str, members: str, state: str | None = None
+              ) -> dict[str, object]:
+    return {"flow": "f", "topic": "t", "grp": grp, "taken_at": at, "state": state,
+            "committed": committed, "members": members, "error": None}
+
+
 def store(tmp_path: Path, states: list[tuple[int, int | None, list[int], int | None]],
-          step_s: int = 60, members: list[list[dict[str, object]]] | None = None
-          ) -> recorder.sqlite3.Connection:
+          step_s: int = 60, members: list[list[dict[str, object]]] | None = None) -> Engine:
     """One snapshot per state (leader, epoch, isr, log_end) of partition 0, `step_s` apart."""
-    con = recorder.connect(tmp_path / "snapshots.db")
+    eng = recorder.connect(tmp_path / "snapshots.db")
     for i, (leader, epoch, isr, log_end) in enumerate(states):
         at = iso_us(T0 + timedelta(seconds=i * step_s))
-        con.execute("INSERT INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    ("f", "t", at, 0, leader, epoch, "[1, 2, 3]", json.dumps(isr), 0, log_end,
-                     None if log_end is not None or leader < 0 else "leader not available"))
+        snapshots.write(eng, snapshots.partition_snapshot, [partition_row(
+            at, leader, epoch, json.dumps(isr), 0, log_end,
+            None if log_end is not None or leader < 0 else "leader not available")])
         if members:
-            con.execute("INSERT INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                        ("f", "t", "g", at, "STABLE", "{}", json.dumps(members[i]), None))
-    con.commit()
-    return con
+            snapshots.write(eng, snapshots.group_snapshot,
+                            [group_row(at, "g", "{}", json.dumps(members[i]), "STABLE")])
+    return eng
 
 
-def events(con: recorder.sqlite3.Connection, minutes: int = 10) -> Timeline:
+def events(con: Engine, minutes: int = 10) -> Timeline:
     return recorder.timeline(con, "f", "t", T0, T0 + timedelta(minutes=minutes))
 
 
@@ -91,7 +104,9 @@ def test_members_are_listed_once_with_every_partition_they_held(tmp_path: Path) 
 def test_snapshots_past_the_retention_are_forgotten(tmp_path: Path) -> None:
     con = store(tmp_path, [(1, 3, [1], 100)] * 3, step_s=3600)
     assert recorder.forget(con, T0 + timedelta(minutes=90)) == 2
-    assert con.execute("SELECT COUNT(*) FROM partition_snapshot").fetchone()[0] == 1
+    with con.connect() as c:
+        assert c.execute(select(func.count()).select_from(
+            snapshots.partition_snapshot)).scalar_one() == 1
 
 
 def test_a_newer_epoch_under_the_same_leader_is_a_bounce_the_snapshots_missed(
@@ -115,12 +130,11 @@ def test_offsets_deleted_below_a_commit_are_remembered_after_the_reader_jumps_pa
     for i, (low, commit, other) in enumerate([(0, 117, 50), (0, 117, 120), (6001, 117, 6001),
                                               (6001, 117, 6001), (6001, 6002, 6002)]):
         at = iso_us(T0 + timedelta(seconds=i * 60))
-        con.execute("INSERT INTO partition_snapshot VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    ("f", "t", at, 0, 1, 3, "[1]", "[1]", low, 6002, None))
-        for grp, off in (("mirror A->B", commit), ("loader", other)):
-            con.execute("INSERT INTO group_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                        ("f", "t", grp, at, None, json.dumps({"0": off}), "[]", None))
-    con.commit()
+        snapshots.write(con, snapshots.partition_snapshot,
+                        [partition_row(at, 1, 3, "[1]", low, 6002, None)])
+        snapshots.write(con, snapshots.group_snapshot, [
+            group_row(at, grp, json.dumps({"0": off}), "[]")
+            for grp, off in (("mirror A->B", commit), ("loader", other))])
     tl = events(con)
     # the loader kept up: never below the log start, so never named
     assert tl.deleted_unread == {"mirror A->B": 6001 - 117}

@@ -61,3 +61,24 @@ def test_a_missing_flow_config_names_where_it_was_looked_for(
     err = capsys.readouterr().err
     assert err.startswith(f"kafka-recon: no flow config at {tmp_path / 'flows.yaml'} ")
     assert "the current directory" in err and len(err.strip().splitlines()) == 1
+
+
+def test_kafka_recons_own_stores_are_checked_and_one_that_does_not_answer_fails_the_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kafka_recon.faces.check import check_stores
+
+    monkeypatch.setenv("KAFKA_RECON_SNAPSHOTS", str(tmp_path / "snapshots.db"))
+    ok = check_stores()
+    assert ok.could_run, ok.errors
+    assert ok.lines[0].startswith("store: sqlite file ") and "0 window(s) held" in ok.lines[0]
+    assert "nothing snapshotted yet" in ok.lines[1]
+    (tmp_path / "a-folder").mkdir()
+    monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'a-folder'}")
+    bad = check_stores()
+    assert [e.split(":")[0] for e in bad.errors] == ["store"]
+    assert "kafka-recon's store (sqlite file" in bad.errors[0]
+    config = tmp_path / "flows.yaml"
+    config.write_text("flows: {}\n")
+    assert main(["check", "--config", str(config)]) == 2
+    assert "kafka-recon's stores: 1 of 2 do not answer" in capsys.readouterr().out

@@ -61,15 +61,14 @@ def test_unreachable_agent_names_its_url() -> None:
 
 def _stage(snaps: list[Snapshot], start: datetime, hours: int, tmp_path: Any) -> dict[str, Any]:
     from kafka_recon.config import Flow
-    from kafka_recon.sources.flume import connect_store, stage_flume_tier
+    from kafka_recon.sources.flume import stage_flume_tier
+    from kafka_recon.stores.snapshots import connect, flume_snapshots, keep_flume
     from kafka_recon.window import Window
 
     store = tmp_path / "flume.db"
-    with connect_store(store) as con:
-        for s in snaps:
-            con.execute("INSERT OR REPLACE INTO flume_snapshot VALUES (?,?,?,?,?,?,?,?)",
-                        ("f", "c", s.taken_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                         s.source_start, s.source_accepted, s.sink_start, s.sink_drained, "{}"))
+    eng = connect(store)
+    for s in snaps:
+        keep_flume(eng, "f", "c", s.taken_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), s, "{}")
     flow = Flow.model_validate({
         "name": "f", "owners": ["o@example.com"], "record": {"id": "$.id", "event_time": "$.t"},
         "tiers": [{"name": "c", "type": "flume", "metrics_url": "http://x", "source": "r",
@@ -78,7 +77,7 @@ def _stage(snaps: list[Snapshot], start: datetime, hours: int, tmp_path: Any) ->
     tier = flow.tiers[0]
     assert isinstance(tier, FlumeTier)
     [source, _] = stage_flume_tier(flow, tier, Window(start, start + timedelta(hours=hours)),
-                                   store)
+                                   flume_snapshots("f", "c", store))
     return source.as_json()
 
 
