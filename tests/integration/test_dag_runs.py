@@ -183,7 +183,6 @@ def test_a_rerun_that_fails_after_staging_is_reported_inconclusive_not_the_old_a
     assert subjects[-1].endswith(": INCONCLUSIVE"), subjects
 
     from kafka_recon.outputs import history
-
     from kafka_recon.sources.connections import normalise
 
     eng = history.engine(normalise(dag.store.render_as_string(hide_password=False)))
