@@ -211,11 +211,16 @@ def stage(run: Run) -> Stage:
 
 
 def _size_spark(run: Run, spark: SparkSession) -> None:
-    """kafka-recon's Spark defaults, the shuffles sized by the window's largest staged count."""
+    """kafka-recon's Spark defaults, the shuffles sized by the largest tier known so far: a
+    staged count, or a topic's offsets a replay read (each replay grows them to its topic)."""
     from kafka_recon.spark.session import apply_defaults
 
     staged = run.folder.read_if(Stage)
-    apply_defaults(spark, max((p.count for p in staged.points), default=None) if staged else None)
+    replayed = run.folder.read_if(Replays)
+    sizes = [p.count for p in staged.points] if staged else []
+    sizes += [sum(r.end - r.start for r in t.read_offsets) for t in replayed.topics] \
+        if replayed else []
+    apply_defaults(spark, max(sizes, default=None))
 
 
 def replay(run: Run, spark: SparkSession, replays: int | None = None,

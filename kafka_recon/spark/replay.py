@@ -28,6 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_recon.runfiles.replays import FirstRead, OffsetRange, ReplayRun, Replays, TopicReplays
+from kafka_recon.spark.session import apply_defaults
 
 if TYPE_CHECKING:
     from kafka_recon.config import Drops, Flow, KafkaTier, RecordSpec
@@ -422,6 +423,8 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     ranges = window_offsets(ep, tier.topic, Window.millis(window.start),
                             Window.millis(window.closes_at))
     read = read_ranges(ep, flow, tier, window)
+    # the shuffles sized for the largest thing counted: this topic's records, if more
+    apply_defaults(spark, sum(r.end - r.start for r in read), grow_only=True)
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any

@@ -58,15 +58,22 @@ def _set_by_someone(spark: SparkSession, key: str, spark_default: str) -> bool:
     return bool(spark.sparkContext.getConf().contains(key))
 
 
-def apply_defaults(spark: SparkSession, records: int | None = None) -> None:
+def apply_defaults(spark: SparkSession, records: int | None = None,
+                   grow_only: bool = False) -> None:
     """kafka-recon's defaults where nobody set them, and the shuffle partitions for a window of
-    about `records` records on this Spark's cores (`conf.shuffle_partitions`)."""
+    about `records` records on this Spark's cores (`conf.shuffle_partitions`); `grow_only`:
+    never fewer than already set (a larger tier was seen first)."""
     for key, value in DEFAULTS.items():
         if not is_remote(spark) and not _set_by_someone(spark, key, ""):
             spark.conf.set(key, value)
-    if not _set_by_someone(spark, SHUFFLE_PARTITIONS, "200"):
-        cores = 2 if is_remote(spark) else spark.sparkContext.defaultParallelism
-        spark.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions(records, cores)))
+    if _set_by_someone(spark, SHUFFLE_PARTITIONS, "200"):
+        return
+    cores = 2 if is_remote(spark) else spark.sparkContext.defaultParallelism
+    wanted = shuffle_partitions(records, cores)
+    current = spark.conf.get(SHUFFLE_PARTITIONS, None)
+    if grow_only and current is not None and current.isdigit() and int(current) >= wanted:
+        return
+    spark.conf.set(SHUFFLE_PARTITIONS, str(wanted))
 
 
 def remote_session(url: str) -> SparkSession:

@@ -209,5 +209,10 @@ def test_a_job_sets_kafka_recons_defaults_and_sizes_the_shuffles_by_the_window(
     apply_defaults(spark, 1_000_000)
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
     assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(8, 2 * cores))
+    # a replay grows them to its topic's offsets, never shrinks them below a larger tier's
+    apply_defaults(spark, 10_000, grow_only=True)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(8, 2 * cores))
+    apply_defaults(spark, 2_000_000, grow_only=True)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(16, 2 * cores))
     apply_defaults(spark, None)  # a flow with no upstream count: two per core
     assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(2, 2 * cores))
