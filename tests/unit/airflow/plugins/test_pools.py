@@ -20,7 +20,7 @@ def _session() -> Session:
 
     eng = create_engine("sqlite://")
     Pool.__table__.create(eng)  # Airflow's own pool table, alone
-    return Session(eng)
+    return Session(eng, autoflush=False)  # as Airflow's sessions are
 
 
 def _run(session: Session, *task_pools: str) -> SimpleNamespace:
@@ -36,6 +36,7 @@ def test_a_runs_missing_pools_are_made_with_the_configured_slots_and_sized_ones_
     monkeypatch.setenv("KAFKA_RECON_REPLAY_SLOTS", "3")
     session = _session()
     session.add(Pool(pool="kafka_recon__sized", slots=7, include_deferred=False))
+    session.commit()  # an administrator's, made long before
     run = _run(session, "default_pool", "kafka_recon__a:9092", "kafka_recon__sized")
     monkeypatch.setattr("sqlalchemy.orm.object_session", lambda obj: session)
     pools.on_dag_run_running(run, "started")
@@ -44,6 +45,21 @@ def test_a_runs_missing_pools_are_made_with_the_configured_slots_and_sized_ones_
     assert slots == {"kafka_recon__a:9092": 3, "kafka_recon__sized": 7}
     pools.on_dag_run_running(run, "started")  # once made, never again
     assert session.scalar(select(Pool.slots).where(Pool.pool == "kafka_recon__a:9092")) == 3
+
+
+def test_runs_starting_in_one_scheduler_loop_make_their_pool_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two flows on one cluster start in the same loop, before the scheduler commits: the
+    second run must not add the pool again (a duplicate failed the scheduler's whole
+    transaction and stopped it)."""
+    from airflow.models.pool import Pool
+
+    session = _session()
+    monkeypatch.setattr("sqlalchemy.orm.object_session", lambda obj: session)
+    for _ in range(3):
+        pools.on_dag_run_running(_run(session, "kafka_recon__b:9092"), "started")
+    session.commit()
+    assert session.scalars(select(Pool.pool)).all() == ["kafka_recon__b:9092"]
 
 
 def test_a_failing_listener_never_breaks_the_scheduler() -> None:
