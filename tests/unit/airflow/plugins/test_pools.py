@@ -3,6 +3,7 @@ scheduler's own session; a pool an administrator sized is left as it is."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -15,12 +16,17 @@ from kafka_recon.airflow.plugins.reconciliation import ReconciliationPlugin
 pytestmark = pytest.mark.unit
 
 
-def _session() -> Session:
+@pytest.fixture
+def session() -> Iterator[Session]:
+    """Airflow's own pool table, alone, in a database of the test's own; closed at its end (a
+    connection left to the garbage collector runs Python at any moment, in any thread)."""
     from airflow.models.pool import Pool
 
     eng = create_engine("sqlite://")
-    Pool.__table__.create(eng)  # Airflow's own pool table, alone
-    return Session(eng, autoflush=False)  # as Airflow's sessions are
+    Pool.__table__.create(eng)
+    with Session(eng, autoflush=False) as s:  # as Airflow's sessions are
+        yield s
+    eng.dispose()
 
 
 def _run(session: Session, *task_pools: str) -> SimpleNamespace:
@@ -30,11 +36,10 @@ def _run(session: Session, *task_pools: str) -> SimpleNamespace:
 
 
 def test_a_runs_missing_pools_are_made_with_the_configured_slots_and_sized_ones_kept(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, session: Session) -> None:
     from airflow.models.pool import Pool
 
     monkeypatch.setenv("KAFKA_RECON_REPLAY_SLOTS", "3")
-    session = _session()
     session.add(Pool(pool="kafka_recon__sized", slots=7, include_deferred=False))
     session.commit()  # an administrator's, made long before
     run = _run(session, "default_pool", "kafka_recon__a:9092", "kafka_recon__sized")
@@ -48,13 +53,12 @@ def test_a_runs_missing_pools_are_made_with_the_configured_slots_and_sized_ones_
 
 
 def test_runs_starting_in_one_scheduler_loop_make_their_pool_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, session: Session) -> None:
     """Two flows on one cluster start in the same loop, before the scheduler commits: the
     second run must not add the pool again (a duplicate failed the scheduler's whole
     transaction and stopped it)."""
     from airflow.models.pool import Pool
 
-    session = _session()
     monkeypatch.setattr("sqlalchemy.orm.object_session", lambda obj: session)
     for _ in range(3):
         pools.on_dag_run_running(_run(session, "kafka_recon__b:9092"), "started")
