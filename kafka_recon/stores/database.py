@@ -43,10 +43,16 @@ def engine(url: str, metadata: MetaData) -> Engine:
     """The engine of `url` (one per process), with `metadata`'s tables created once."""
     eng = _engine(url)
     if (url, id(metadata)) not in _created:
-        try:
-            metadata.create_all(eng)
-        except SQLAlchemyError as exc:
-            raise unreachable(url, exc) from exc
+        for attempt in range(1, 4):
+            try:
+                metadata.create_all(eng)
+                break
+            except SQLAlchemyError as exc:
+                # two hosts making a new store's tables at one moment: both saw none, one
+                # created them first ("already exists"); the next look finds them
+                if attempt == 3:
+                    raise unreachable(url, exc) from exc
+                time.sleep(0.2 * attempt)
         _created.add((url, id(metadata)))
     return eng
 
