@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from kafka_recon.airflow.names import ADHOC_POOL
+
 
 @dataclass(frozen=True)
 class RunArgs:
@@ -16,7 +18,7 @@ class RunArgs:
     config: str
     replays: str | None = None  # None: the flow's own replay count
     email: str = "True"
-    pool: str = "kafka_recon__adhoc"  # the Airflow pool the replay waits in (names.replay_pool)
+    pool: str = ADHOC_POOL  # the Airflow pool the replay waits in (names.replay_pool)
 
     @property
     def flow_expr(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -14,6 +14,9 @@ from kafka_recon.airflow.ownership import run_owner
 from kafka_recon.airflow.run_args import RunArgs
 from kafka_recon.settings import spark_jobs_dir
 from kafka_recon.spark.conf import spark_conf
+
+if TYPE_CHECKING:
+    from kafka_recon.config import Flow
 
 
 class ReconSparkSubmitOperator(SparkSubmitOperator):
@@ -65,7 +68,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
                          RUN_OWNER_VAR: run_owner(context),
                          "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         self.application = self.job_file()
-        self.conf = self.submit_conf()
+        self.conf = self.submit_conf(flow)
         remote = spark_remote()
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
@@ -80,13 +83,13 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         self._class_archive()
         super().execute(context)
 
-    def submit_conf(self) -> dict[str, str]:
+    def submit_conf(self, flow: Flow | None = None) -> dict[str, str]:
         """spark-submit's settings (`kafka_recon.spark.conf.spark_conf`): the flow's `spark:`
         block over the Spark connection's extra `conf`, over this worker's spark-defaults.conf;
         kafka-recon's own defaults are set inside the job, where nobody set them."""
         from kafka_recon.config import load_flow
 
-        flow = load_flow(self.config, self.flow)
+        flow = flow or load_flow(self.config, self.flow)
         return spark_conf({**self._connection_conf(), **flow.spark, **(self.conf or {})})
 
     def _connection_conf(self) -> dict[str, str]:

@@ -74,7 +74,8 @@ def on_dag_run_running(dag_run: Any, msg: str) -> None:
         if session is None:
             log.warning("kafka-recon: cannot make pools %s: the DAG run has no session", names)
             return
-        for name in make_missing(session, names, replay_slots()):
-            log.info("kafka-recon: made pool %s with %d slots", name, replay_slots())
+        slots = replay_slots()
+        for name in make_missing(session, names, slots):
+            log.info("kafka-recon: made pool %s with %d slots", name, slots)
     except Exception:  # a listener must never break the scheduler
         log.exception("kafka-recon: the replays' pools were not made")
