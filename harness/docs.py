@@ -137,7 +137,7 @@ def schemas() -> dict[str, str]:
     from kafka_recon.runfiles.aggregates import Aggregates
     from kafka_recon.runfiles.audit import Audit
     from kafka_recon.runfiles.flight import Flight
-    from kafka_recon.runfiles.journal import Journal
+    from kafka_recon.runfiles.journal import StepEntry
     from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
     from kafka_recon.runfiles.replays import Replays
     from kafka_recon.runfiles.stage import Stage, StagedTier
@@ -145,7 +145,7 @@ def schemas() -> dict[str, str]:
 
     out = {}
     for model in (Result, Stage, StagedTier, Audit, Flight, Replays, Aggregates, Validation,
-                  Alerts, Timings, Journal):
+                  Alerts, Timings, StepEntry):
         name = "staged-tier" if model is StagedTier else FILES[model.FILE].lstrip(".") \
             .removesuffix(".json")
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -93,8 +93,9 @@ class SparkUnavailable(ReconError):
 
 
 class StoreUnreachable(ReconError):
-    """kafka-recon's own database (`KAFKA_RECON_STORE`: history, window leases) did not answer:
-    the step fails and the run is inconclusive, naming the store."""
+    """kafka-recon's own database (`KAFKA_RECON_STORE`: history, window leases) or the object
+    store holding the run folders did not answer: the step fails and the run is inconclusive,
+    naming the store."""
 
 
 class ResultError(ReconError, ValueError):

@@ -34,12 +34,13 @@ from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
 from kafka_recon.runfiles.replays import Replays
 from kafka_recon.runfiles.stage import Stage, StagedTier
 from kafka_recon.runfolder import RunFolder
-from kafka_recon.settings import config_path, keep_replays, runs_root
+from kafka_recon.settings import config_path, keep_replays
 from kafka_recon.stores.lease import Lease
 from kafka_recon.window import Window
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from upath import UPath
 
 
 @dataclass(frozen=True)
@@ -52,18 +53,21 @@ class Run:
     config_dir: Path
 
     @property
-    def out(self) -> Path:
+    def out(self) -> UPath:
         return self.folder.path
 
 
 def load(flow_name: str, start: str, end: str, config: Path | None = None,
-         out: Path | None = None) -> Run:
+         out: str | Path | None = None) -> Run:
     """The flow, its window (with the flow's grace) and its run folder (default: under the
-    runs root, one per flow and window)."""
+    runs root, one per flow and window; `out` may be in the runs root's object store)."""
+    from kafka_recon.stores import objects
+
     config = config or config_path()
     flow = load_flow(config, flow_name)
     window = Window.parse(start, end, flow.longest_grace)
-    folder = RunFolder(out) if out else RunFolder.of(runs_root(), flow.name, window)
+    folder = RunFolder(objects.at(out)) if out else RunFolder.of(objects.runs_root(),
+                                                                 flow.name, window)
     return Run(flow, window, folder, config.parent)
 
 
@@ -210,10 +214,16 @@ def stage(run: Run) -> Stage:
     return stage_topic(run)
 
 
-def _size_spark(run: Run, spark: SparkSession) -> None:
-    """kafka-recon's Spark defaults, the shuffles sized by the largest tier known so far: a
-    staged count, or a topic's offsets a replay read (each replay grows them to its topic)."""
+def _ready_spark(run: Run, spark: SparkSession) -> None:
+    """The session reaches the run folder (an object store's through S3A, its connection set
+    on the session), and has kafka-recon's Spark defaults, the shuffles sized by the largest
+    tier known so far: a staged count, or a topic's offsets a replay read (each replay grows
+    them to its topic)."""
     from kafka_recon.spark.session import apply_defaults
+    from kafka_recon.stores.objects import spark_settings
+
+    for key, value in spark_settings(run.out).items():
+        spark.conf.set(key, value)
 
     staged = run.folder.read_if(Stage)
     replayed = run.folder.read_if(Replays)
@@ -231,7 +241,7 @@ def replay(run: Run, spark: SparkSession, replays: int | None = None,
     from kafka_recon.spark import replay as replay_step
 
     with _guarded(run, "replay"):
-        _size_spark(run, spark)
+        _ready_spark(run, spark)
         replayed, records = replay_step.run(spark, run.flow, run.window, run.folder, replays,
                                             keep_records)
         run.folder.write(replayed)
@@ -246,7 +256,7 @@ def reconcile(run: Run, spark: SparkSession,
     from kafka_recon.spark import reconcile as reconcile_step
 
     with _guarded(run, "reconcile"):
-        _size_spark(run, spark)
+        _ready_spark(run, spark)
         replays = run.folder.read(Replays, "replay")
         staged = run.folder.read(Stage, "stage")
         aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder, staged,

@@ -8,8 +8,13 @@ Steps read what earlier steps wrote and replace their own output, so re-running 
 idempotent; `clear` removes a step's outputs before it runs, so a failed re-run never leaves an
 older run's answer behind.
 
-The journal (`steps.json`) records when each step started and finished: a run that stopped
-half-way is concluded `inconclusive`, naming the step that did not finish.
+The runs root is a local folder or a folder in an object store (`s3://bucket/prefix`): the
+folder's path is a `UPath` (fsspec's), a plain `pathlib` path when local. Everything here works
+on both: a file is written whole (a local file through a renamed temporary, an object by one
+PUT), nothing relies on a lock, a rename or a link.
+
+The journal (`steps/`, an entry per step) records when each step started and finished: a run
+that stopped half-way is concluded `inconclusive`, naming the step that did not finish.
 
 One run of a window at a time is not the folder's business: a run holds its window by a lease
 in kafka-recon's store (kafka_recon.stores.lease), which every host sees.
@@ -17,19 +22,22 @@ in kafka-recon's store (kafka_recon.stores.lease), which every host sees.
 
 from __future__ import annotations
 
-import fcntl
+import functools
 import os
+import posixpath
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, ParamSpec, TypeVar
+from urllib.parse import quote, unquote
 
-from kafka_recon.errors import ResultError, StepFailed
+from upath import UPath
+
+from kafka_recon.errors import ReconError, ResultError, StepFailed, StoreUnreachable
 from kafka_recon.runfiles.base import RunFile
-from kafka_recon.runfiles.journal import Journal, StepEntry
+from kafka_recon.runfiles.journal import StepEntry
 from kafka_recon.window import Window, iso_z
 
 # every file and folder a run writes, by the key its model (`RunFile.FILE`) or its writer
@@ -51,7 +59,7 @@ FILES: dict[str, str] = {
     "mail_html": "mail.html",
     "chart": "chart.png",
     "alerts": "alerts.json",
-    "journal": "steps.json",
+    "journal": "steps",               # steps/<step>.json, an entry per step
 }
 # the id files, one folder per kind
 ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable")
@@ -73,6 +81,8 @@ SERVED_FILES = (FILES["report_html"], FILES["report_txt"], FILES["chart"])
 SERVED_FOLDERS = (*ID_KINDS, f"{FILES['gx']}/uncommitted/data_docs")
 
 F = TypeVar("F", bound=RunFile)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def window_folder_name(window: Window) -> str:
@@ -80,68 +90,173 @@ def window_folder_name(window: Window) -> str:
     return "_".join(window.as_json().values()).replace(":", "")
 
 
-def write_text(path: Path, text: str) -> None:
+def local(path: Path | UPath) -> bool:
+    """A path on this host's disk (a plain path, or fsspec's local one, which is one too)."""
+    return isinstance(path, Path)
+
+
+def write_bytes(path: Path | UPath, data: bytes) -> None:
     """Whole or not at all: a reader never sees half a file, a re-run replaces it."""
+    if not isinstance(path, Path):  # an object is written by one PUT: no half of it to see
+        path.write_bytes(data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data)
     tmp.replace(path)
 
 
-@dataclass(frozen=True)
+def write_text(path: Path | UPath, text: str) -> None:
+    write_bytes(path, text.encode())
+
+
+def remove(path: Path | UPath) -> None:
+    """A file, or a folder and all it holds; nothing there is nothing to do."""
+    if isinstance(path, Path):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+        return
+    # one DELETE per object: S3-compatible stores do not all take S3's multi-object delete
+    # (s3proxy refuses its checksum header), and a run folder holds tens of objects, not more
+    fs = path.fs
+    for key in fs.find(path.path):
+        fs.rm_file(key)
+    fs.invalidate_cache(path.path)
+
+
+def put_tree(source: Path, target: Path | UPath) -> None:
+    """A local folder's files, each written whole under `target` (made elsewhere, e.g. by a
+    library that only writes to a disk)."""
+    for file in sorted(p for p in source.rglob("*") if p.is_file()):
+        write_bytes(target / file.relative_to(source).as_posix(), file.read_bytes())
+
+
+def move(source: Path | UPath, target: Path | UPath) -> None:
+    """A file to its place: renamed on a disk, copied then deleted in an object store."""
+    if isinstance(source, Path) and isinstance(target, Path):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source.replace(target)
+        return
+    assert isinstance(source, UPath) and isinstance(target, UPath)
+    source.fs.copy(source.path, target.path)
+    source.fs.rm_file(source.path)
+
+
+def store_of(path: UPath) -> str:
+    """An object store's bucket (and endpoint), without credentials: for messages."""
+    endpoint = path.storage_options.get("endpoint_url")
+    bucket = f"{path.protocol}://{path.path.split('/')[0]}"
+    return f"{bucket} ({endpoint})" if endpoint else bucket
+
+
+def unreachable(path: UPath, exc: BaseException) -> StoreUnreachable:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return StoreUnreachable(f"the object store at {store_of(path)} did not answer "
+                            f"({type(exc).__name__}: {detail})")
+
+
+def _reached(method: Callable[P, R]) -> Callable[P, R]:
+    """An object store's failure (refused, timed out, denied) as a `StoreUnreachable` naming
+    it: the run is inconclusive naming the store, never a traceback. A missing file is not
+    one."""
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except (ReconError, FileNotFoundError):
+            raise
+        except Exception as exc:
+            folder: Any = args[0]
+            if folder.local:
+                raise
+            raise unreachable(folder.path, exc) from None
+    return wrapper
+
+
+@dataclass(frozen=True, init=False)
 class RunFolder:
-    path: Path
+    path: UPath
+
+    def __init__(self, path: Path | UPath | str) -> None:
+        object.__setattr__(self, "path", path if isinstance(path, UPath) else UPath(path))
 
     @classmethod
-    def of(cls, root: Path, flow: str, window: Window) -> RunFolder:
+    def of(cls, root: Path | UPath, flow: str, window: Window) -> RunFolder:
         return cls(root / flow / window_folder_name(window))
 
+    @property
+    def local(self) -> bool:
+        return local(self.path)
+
     # ------------------------------------------------------------------ the files
-    def file(self, key: str) -> Path:
+    def file(self, key: str) -> UPath:
         """A file (or folder) of the run by its key in FILES."""
         return self.path / FILES[key]
 
     @property
-    def result(self) -> Path:
+    def result(self) -> UPath:
         return self.file("result")
 
     @property
-    def validation(self) -> Path:
+    def validation(self) -> UPath:
         return self.file("validation")
 
     @property
-    def report(self) -> Path:
+    def report(self) -> UPath:
         return self.file("report_html")
 
     @property
-    def timings(self) -> Path:
+    def timings(self) -> UPath:
         return self.file("timings")
 
     @property
-    def gx(self) -> Path:
+    def gx(self) -> UPath:
         return self.file("gx")
 
-    def staged(self, tier: str) -> Path:
+    def staged(self, tier: str) -> UPath:
         return self.file("staged") / f"{tier}.json"
 
-    def replay_dir(self, n: int, tier: str) -> Path:
+    def replay_dir(self, n: int, tier: str) -> UPath:
         return self.file("replay_records") / tier / f"r{n}"
 
-    def ids_file(self, kind: str, name: str) -> Path:
+    def ids_file(self, kind: str, name: str) -> UPath:
         """An id file: kind is one of ID_KINDS."""
         assert kind in ID_KINDS, kind
         return self.path / kind / f"{name}.csv"
 
-    # ------------------------------------------------------------------ reading and writing
-    def _where(self, model: type[RunFile], tier: str | None) -> Path:
-        return self.staged(tier or "") if model.FILE == "staged" else self.file(model.FILE)
+    def inside(self, named: str) -> UPath:
+        """A path a run file names (an id file, the Data Docs), relative to the folder or
+        whole, as a path of this folder (with its store's connection)."""
+        return self.path / self.relative(named)
 
-    def write(self, doc: RunFile, tier: str | None = None) -> Path:
+    def relative(self, named: str) -> str:
+        """`named` relative to the folder (for links inside a report)."""
+        root = str(self.path).rstrip("/") + "/"
+        if named.startswith(root):
+            return named[len(root):]
+        if self.local and os.path.isabs(named):
+            return os.path.relpath(named, str(self.path))
+        return named
+
+    # ------------------------------------------------------------------ reading and writing
+    def _where(self, model: type[RunFile], tier: str | None) -> UPath:
+        """`tier`: which staged/<tier>.json, or which journal entry."""
+        if model.FILE == "staged":
+            return self.staged(tier or "")
+        if model.FILE == "journal":
+            return self._entry(tier or "")
+        return self.file(model.FILE)
+
+    @_reached
+    def write(self, doc: RunFile, tier: str | None = None) -> UPath:
         """A run file, whole (`tier`: which staged/<tier>.json)."""
         path = self._where(type(doc), tier)
         write_text(path, doc.dumps())
         return path
 
+    @_reached
     def read(self, model: type[F], step: str, tier: str | None = None) -> F:
         """A step's output; a missing one names the step that should have written it."""
         path = self._where(model, tier)
@@ -150,50 +265,53 @@ class RunFolder:
                 f"{path} is missing: the '{step}' step has not run for this window"))
         return model.load(path)
 
+    @_reached
     def read_if(self, model: type[F], tier: str | None = None) -> F | None:
         """A run file when it was written, else None (an optional step's output)."""
         path = self._where(model, tier)
         return model.load(path) if path.exists() else None
 
+    @_reached
     def clear(self, *steps: str) -> None:
         """Remove every output of these steps (and their journal entries) before they run."""
         for step in steps:
             for rel in STEPS[step]:
-                target = self.path / rel
-                if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target)
-                else:
-                    target.unlink(missing_ok=True)
-        with self._guard():
-            journal = self.steps()
-            if journal:
-                self.write(Journal(steps={k: v for k, v in journal.items()
-                                          if k.split(" ")[0] not in steps}))
+                remove(self.path / rel)
+        for name in self._entries():
+            if name.split(" ")[0] in steps:
+                remove(self._entry(name))
 
     # ------------------------------------------------------------------ the journal
-    def steps(self) -> dict[str, StepEntry]:
-        """The journal's entries; an unreadable journal reads as none (never half a run)."""
-        try:
-            return Journal.load(self.file("journal")).steps
-        except ResultError:
-            return {}
+    def _entry(self, step: str) -> UPath:
+        return self.file("journal") / f"{quote(step, safe='')}.json"
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        """Staging tasks run side by side: their read-modify-writes of the folder's state files
-        (the journal) take this lock."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        with (self.path / ".steps.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
+    def _entries(self) -> list[str]:
+        folder = self.file("journal")
+        try:
+            names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+        except FileNotFoundError:
+            return []
+        return [unquote(n.removesuffix(".json")) for n in names if n.endswith(".json")]
+
+    @_reached
+    def steps(self) -> dict[str, StepEntry]:
+        """The journal's entries by step; an unreadable entry reads as none (never half a
+        run: the step it stood for reads as not finished)."""
+        out: dict[str, StepEntry] = {}
+        for name in self._entries():
+            try:
+                entry = StepEntry.load(self._entry(name))
+            except ResultError:
+                continue
+            out[entry.step] = entry
+        return out
 
     def mark(self, step: str, state: str, detail: str | None = None) -> None:
-        """state: started, done or failed."""
-        with self._guard():
-            journal = self.steps()
-            journal[step] = StepEntry.model_validate(
-                {"state": state, "at": iso_z(datetime.now(UTC)), "detail": detail})
-            self.write(Journal(steps=journal))
+        """state: started, done or failed. Each step writes its own entry: no other step's
+        is read or rewritten, so parts journalled at once on two hosts never lose one."""
+        self.write(StepEntry.model_validate(
+            {"step": step, "state": state, "at": iso_z(datetime.now(UTC)), "detail": detail}),
+            step)
 
     def unfinished(self) -> tuple[str, str | None] | None:
         """The first analysis step that did not finish, and what its journal says of it.
@@ -217,19 +335,28 @@ class RunFolder:
         return None
 
     # ------------------------------------------------------------------ serving
-    def servable(self, rel: str) -> Path | None:
+    @_reached
+    def servable(self, rel: str) -> UPath | None:
         """The file a browser asked for, if it is a run artefact inside this folder."""
-        root = self.path.resolve()
-        target = (root / rel).resolve()
-        if target.is_dir():
-            target = (target / "index.html").resolve()
-        if not target.is_relative_to(root) or not target.is_file():
+        inside = posixpath.normpath(rel.replace("\\", "/")).lstrip("/")
+        if inside in ("", ".") or inside == ".." or inside.startswith("../") or \
+                posixpath.isabs(rel):
             return None
-        inside = target.relative_to(root).as_posix()
+        target = self.path / inside
+        if target.is_dir():
+            target, inside = target / "index.html", f"{inside}/index.html"
         allowed = inside in SERVED_FILES or any(
             inside.startswith(f"{folder}/") for folder in SERVED_FOLDERS)
-        # never through a link, even one pointing inside: what is served is what was written
-        return target if allowed and not _has_link(self.path, rel) else None
+        if not allowed or not target.is_file():
+            return None
+        if self.local:
+            # never through a link, even one pointing inside: what is served is what was written
+            root = Path(str(self.path)).resolve()
+            real = Path(str(target)).resolve()
+            if not real.is_relative_to(root) or _has_link(Path(str(self.path)), inside):
+                return None
+            return UPath(real)
+        return target
 
 
 def _has_link(base: Path, rel: str) -> bool:
@@ -238,4 +365,4 @@ def _has_link(base: Path, rel: str) -> bool:
         p = p / part
         if p.is_symlink():
             return True
-    return (p / "index.html").is_symlink() if p.is_dir() else False
+    return False

@@ -221,7 +221,28 @@ def existing_config(hint: str = "") -> Path:
     return path
 
 
+def runs_location() -> str:
+    """Where run folders go, as set: a local folder (`file://` too) or an object store's
+    folder, `s3://[<connection id>@]bucket/prefix` (kafka_recon.stores.objects)."""
+    value, _ = setting("KAFKA_RECON_OUT", "runs")
+    if value and "://" in value and not value.startswith("file://"):
+        return value
+    return str(runs_root())
+
+
+def runs_remote() -> bool:
+    """The runs root is in an object store: nothing of a run lies on this host's disk."""
+    return "://" in runs_location()
+
+
 def runs_root() -> Path:
+    """The local runs root (for an object store's, kafka_recon.stores.objects.runs_root)."""
+    value, where_ = setting("KAFKA_RECON_OUT", "runs")
+    if value and value.startswith("file://"):
+        return Path(value.removeprefix("file://")).expanduser()
+    if value and "://" in value:
+        raise ConfigError(f"{where_} is {value}, an object store: this needs a local folder "
+                          "(set KAFKA_RECON_STORE to a database every host reaches)")
     return _path("KAFKA_RECON_OUT", "runs", lambda: home() / "runs")
 
 
@@ -266,7 +287,7 @@ def resolved_paths() -> dict[str, str]:
     Spark job, which must write where the task that started it would, without reading Airflow's
     configuration again."""
     env = {"KAFKA_RECON_HOME": str(home()), "KAFKA_RECON_CONFIG": str(config_path()),
-           "KAFKA_RECON_OUT": str(runs_root()),
+           "KAFKA_RECON_OUT": runs_location(),
            "KAFKA_RECON_JARS": str(jars_dir()), "KAFKA_RECON_SPARK_JARS": str(spark_jars_dir()),
            "KAFKA_RECON_SPARK_JOBS": str(spark_jobs_dir()),
            "KAFKA_RECON_EXPECTATIONS": str(expectations_dir()),
@@ -430,7 +451,8 @@ READER_JAR = "kafka-recon-reader.jar"
 
 def spark_jars() -> list[str]:
     """Local jars for Spark: the window reader, the Kafka client, the JDBC drivers (never
-    --packages)."""
+    --packages); with the runs root in an object store, Hadoop's S3A connector too
+    (`<jars>/s3/`: too large for the wheel, `make jars` fetches it)."""
     folder = spark_jars_dir()
     jars = sorted(folder.glob("*.jar"))
     if not any(j.name == READER_JAR for j in jars):
@@ -438,7 +460,7 @@ def spark_jars() -> list[str]:
             f"no {READER_JAR} in {folder}: the wheel ships it; in a checkout run `make reader` "
             "(javac compiles the window reader from jvm/src against the installed PySpark's "
             "jars), or set KAFKA_RECON_SPARK_JARS to a folder holding it and the Kafka client")
-    return [str(j) for j in jars]
+    return [str(j) for j in jars] + ([str(j) for j in _jar_list("s3")] if runs_remote() else [])
 
 
 def lineage_jars() -> list[str]:

@@ -29,6 +29,7 @@ from kafka_recon.errors import (
     ReconError,
     SourceUnreadable,
     StepFailed,
+    StoreUnreachable,
     UsageError,
     one_line,
 )
@@ -67,6 +68,12 @@ def _run(a: argparse.Namespace) -> int:
 
     try:
         result = orchestrate.execute(run, spark, a.replays)
+    except StoreUnreachable as exc:
+        # no result can be written where the run's folder is: the verdict is said here only,
+        # and the folder, without a result, reads as a run that did not finish
+        window = run.window.as_json()
+        print(f"{run.flow.name} {window['start']}..{window['end']}: INCONCLUSIVE - {exc}")
+        raise
     except (SourceUnreadable, StepFailed) as exc:
         # the run folder holds an inconclusive result and report naming what failed
         print(orchestrate.conclude(run).verdict())
@@ -201,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--flow", required=True)
     r.add_argument("--start", required=True, help="ISO 8601, e.g. 2026-11-20T00:00:00Z")
     r.add_argument("--end", required=True, help="ISO 8601, exclusive")
-    r.add_argument("--out", required=True, type=Path, help="run folder (replaced on re-run)")
+    r.add_argument("--out", required=True,
+                   help="run folder (replaced on re-run): a folder, or s3://[conn@]bucket/prefix")
     r.add_argument("--replays", type=int, default=None)
     r.add_argument("--master", help="Spark master of the run's own Spark (default local[*])")
     r.add_argument("--remote", help="a Spark Connect server instead, sc://host:port (default "

@@ -13,7 +13,8 @@ def main(step: str, description: str, argv: list[str] | None = None) -> int:
     p.add_argument("--flow", required=True, help="flow name in the config")
     p.add_argument("--start", required=True, help="window start, ISO 8601")
     p.add_argument("--end", required=True, help="window end, ISO 8601")
-    p.add_argument("--out", required=True, type=Path, help="the run folder")
+    # text, not a Path: an object store's folder (s3://...) is not a local path
+    p.add_argument("--out", required=True, help="the run folder")
     if step in ("replay", "replay_reconcile"):
         p.add_argument("--replays", type=int, default=None,
                        help="override the flow's replay count")

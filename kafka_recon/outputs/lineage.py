@@ -84,8 +84,19 @@ def _flume(tier: FlumeTier) -> list[LineageDataset]:
                            tier.name)]
 
 
-def of_run(flow: Flow, result: Path | None) -> Lineage:
-    """What one run of the flow read (every tier) and wrote (its result)."""
+def _result(result: Path | str) -> LineageDataset:
+    """The result file as OpenLineage names a file: `file` and its path, or, in an object
+    store, `s3://<bucket>` and its key (made from the text alone: no store is reached)."""
+    text = str(result)
+    if "://" in text and not text.startswith("file://"):
+        u = urlsplit(text)
+        return LineageDataset(f"{u.scheme}://{u.hostname}", u.path.lstrip("/"), "result")
+    return LineageDataset("file", str(Path(text.removeprefix("file://")).resolve()), "result")
+
+
+def of_run(flow: Flow, result: Path | str | None) -> Lineage:
+    """What one run of the flow read (every tier) and wrote (its result: a local path, or an
+    object store's URL)."""
     inputs: list[LineageDataset] = []
     skipped: list[str] = []
     for tier in flow.tiers:
@@ -98,7 +109,7 @@ def of_run(flow: Flow, result: Path | None) -> Lineage:
                 inputs += _flume(tier)
         except (ReconError, ValueError) as e:
             skipped.append(f"tier '{tier.name}': {str(e).splitlines()[0]}")
-    outputs = [LineageDataset("file", str(result.resolve()), "result")] if result else []
+    outputs = [_result(result)] if result else []
     return Lineage(tuple(inputs), tuple(outputs), tuple(skipped))
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_recon.errors import ResultError
@@ -46,9 +45,11 @@ def run_seconds(run_dir: str | None) -> float | None:
     """The seconds a run's steps took, from its timings.json (None when it has none)."""
     if not run_dir:
         return None
+    from kafka_recon.stores.objects import at
+
     try:
-        timings = RunFolder(Path(run_dir)).read_if(Timings)
-    except ResultError:
+        timings = RunFolder(at(run_dir)).read_if(Timings)
+    except (ResultError, OSError):  # unreadable, or its store did not answer: not a figure
         return None
     return float(sum(timings.laps.values())) if timings else None
 

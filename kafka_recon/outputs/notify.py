@@ -12,7 +12,8 @@ import smtplib
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
-from pathlib import Path
+
+from upath import UPath
 
 from kafka_recon.result.model import Result
 from kafka_recon.runfolder import RunFolder
@@ -25,14 +26,14 @@ class Attachment:
     data: bytes
     rows: int  # ids in the attachment
     total: int  # ids in the whole file
-    source: Path
+    source: UPath
 
     @property
     def capped(self) -> bool:
         return self.rows < self.total
 
 
-def missing_attachments(result: Result, run_dir: Path, cap: int) -> list[Attachment]:
+def missing_attachments(result: Result, folder: RunFolder, cap: int) -> list[Attachment]:
     """The missing-id files, whole while the cap allows, then cut at a line boundary."""
     out: list[Attachment] = []
     budget = cap
@@ -40,7 +41,7 @@ def missing_attachments(result: Result, run_dir: Path, cap: int) -> list[Attachm
         rel = h.missing_ids
         if not rel or not h.missing:
             continue
-        path = run_dir / rel
+        path = folder.inside(rel)
         if not path.exists():
             continue
         data = path.read_bytes()
@@ -64,7 +65,7 @@ def build_message(result: Result, folder: RunFolder, owners: list[str], sender: 
                   cap: int | None = None) -> EmailMessage:
     """multipart/mixed: [alternative: text, related: (html, chart)], CSV attachments."""
     cap = mail_attach_max_bytes() if cap is None else cap
-    attachments = missing_attachments(result, folder.path, cap)
+    attachments = missing_attachments(result, folder, cap)
     notes = cap_lines(attachments, cap)
     text = folder.file("report_txt").read_text()
     html = folder.file("mail_html").read_text()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_recon.result.model import Cause, Result
 from kafka_recon.runfiles.outcomes import Validation
-from kafka_recon.runfolder import RunFolder
+from kafka_recon.runfolder import RunFolder, remove, write_bytes, write_text
 from kafka_recon.settings import ui_url
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 
 def when(buckets: list[str], bucket_seconds: int | None) -> str:
@@ -79,14 +81,14 @@ def id_files(result: Result) -> list[dict[str, Any]]:
     return files
 
 
-def preview(path: Path, n: int = PREVIEW_IDS) -> list[str]:
+def preview(path: Path | UPath, n: int = PREVIEW_IDS) -> list[str]:
     """The first n rows of an id file, its columns joined (id, or id and extra copies)."""
     import csv
 
     if not path.exists():
         return []
     rows = []
-    with path.open(newline="") as fh:
+    with path.open("r", newline="") as fh:
         for i, row in enumerate(csv.reader(fh)):
             if i == 0:
                 continue  # header
@@ -107,7 +109,7 @@ def links(result: Result, folder: RunFolder, docs: str | None) -> dict[str, str]
         return None
     where = f"{base.rstrip('/')}/recon/runs/{result.flow}/{folder.path.name}"
     return {"report": f"{where}/{folder.report.name}",
-            "data_docs": f"{where}/{os.path.relpath(docs, folder.path)}" if docs else ""}
+            "data_docs": f"{where}/{folder.relative(docs)}" if docs else ""}
 
 
 def render_report(result: Result, folder: RunFolder,
@@ -123,34 +125,32 @@ def render_report(result: Result, folder: RunFolder,
 
     from kafka_recon.outputs.chart import run_chart
 
-    out_dir = folder.path
-    out_dir.mkdir(parents=True, exist_ok=True)
     as_json = result.as_json()  # the templates and the chart read the contract's JSON form
     png = run_chart(as_json) if any(t.buckets for t in result.tiers) else None
     chart = folder.file("chart")
     if png:
-        chart.write_bytes(png)
-    elif chart.exists():
-        chart.unlink()  # a re-run without buckets must not show the old chart
+        write_bytes(chart, png)
+    else:
+        remove(chart)  # a re-run without buckets must not show the old chart
     env = Environment(loader=PackageLoader("kafka_recon", "templates"),
                       autoescape=select_autoescape(["html", "j2"], default=True))
     text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False)
     risks = [f.as_json() for f in result.risks]
-    files = [{**f, "first": preview(out_dir / f["path"])} for f in id_files(result)]
+    files = [{**f, "first": preview(folder.inside(f["path"]))} for f in id_files(result)]
     docs = validation.data_docs if validation else None
     ctx = {"r": as_json, "sentences": sentences(result),
            "validation": validation.as_json() if validation else None,
            "risks": risks, "id_files": files, "preview_n": PREVIEW_IDS,
-           "data_docs": os.path.relpath(docs, out_dir) if docs else None,
+           "data_docs": folder.relative(docs) if docs else None,
            "links": links(result, folder, docs)}
     paths = {"html": folder.file("report_html"), "mail": folder.file("mail_html"),
              "text": folder.file("report_txt")}
     template = env.get_template("report.html.j2")
     inline = f"data:image/png;base64,{base64.b64encode(png).decode()}" if png else None
-    paths["html"].write_text(template.render(**ctx, chart_src=inline, for_mail=False))
-    paths["mail"].write_text(template.render(**ctx, chart_src=f"cid:{chart.name}" if png
-                                             else None, for_mail=True))
-    paths["text"].write_text(text_env.get_template("report.txt.j2").render(**ctx))
+    write_text(paths["html"], template.render(**ctx, chart_src=inline, for_mail=False))
+    write_text(paths["mail"], template.render(**ctx, chart_src=f"cid:{chart.name}" if png
+                                              else None, for_mail=True))
+    write_text(paths["text"], text_env.get_template("report.txt.j2").render(**ctx))
     out = {k: str(v) for k, v in paths.items()}
     if png:
         out["chart"] = str(chart)

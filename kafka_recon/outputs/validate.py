@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from kafka_recon.config import Tolerance, ToleranceKind
 from kafka_recon.result.model import Hop, Result
 from kafka_recon.runfiles.outcomes import FailedExpectation, SuiteOutcome, Validation, Volume
-from kafka_recon.runfolder import RunFolder
+from kafka_recon.runfolder import RunFolder, put_tree, remove
 from kafka_recon.settings import expectations_dir
 
 
@@ -35,12 +37,28 @@ def validate_result(result: Result, folder: RunFolder,
     the Data Docs are, and the volume band it checked.
     """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    remove(folder.gx)  # re-running a window replaces its validation
+    # GX writes only to a disk: in an object store's run folder, it works in a temporary
+    # folder whose files are then written to the run folder
+    scratch = None if folder.local else Path(tempfile.mkdtemp(prefix="kafka-recon-gx-"))
+    run_ctx = Path(str(folder.gx)) if scratch is None else scratch / "gx"
+    try:
+        validation = _validate(result, run_ctx, tolerance, volume, hop_tolerance)
+        if scratch is not None:
+            put_tree(run_ctx, folder.gx)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    docs = folder.gx / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    return validation.model_copy(update={"data_docs": str(docs)})
+
+
+def _validate(result: Result, run_ctx: Path, tolerance: Tolerance, volume: Volume | None,
+              hop_tolerance: dict[str, Tolerance] | None) -> Validation:
+    """The suites over `result`, in the GX file context `run_ctx` (Data Docs built there)."""
     import great_expectations as gx
     import pandas as pd
 
-    run_ctx = folder.gx
-    if run_ctx.exists():  # re-running a window replaces its validation
-        shutil.rmtree(run_ctx)
     shutil.copytree(expectations_dir(), run_ctx)
     # a file context is the folder `gx` under its project root
     context = gx.get_context(mode="file", project_root_dir=str(run_ctx.parent))
@@ -85,9 +103,8 @@ def validate_result(result: Result, folder: RunFolder,
                               observed=_plain(r.result.get("observed_value")))
             for r in res.results if not r.success and r.expectation_config is not None])
     context.build_data_docs()
-    docs = run_ctx / "uncommitted" / "data_docs" / "local_site" / "index.html"
     return Validation(success=all(s.success for s in suites.values()), suites=suites,
-                      data_docs=str(docs), volume=volume)
+                      volume=volume)
 
 
 def _plain(value: Any) -> Any:

@@ -10,6 +10,6 @@ and writes them; the steps take and return these models, never bare dictionaries
     validation.json                  validation the Great Expectations suites' outcome
     alerts.json                      alerts     what each Slack or PagerDuty alert did
     timings.json                     timings    seconds and Spark jobs per step
-    steps.json                       journal    the run's journal (its lease: stores.lease)
+    steps/<step>.json                journal    the run's journal, an entry per step
     result.json                      (kafka_recon.result.model: the contract owners read)
 """

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from upath import UPath
 
 from kafka_recon.errors import ResultError
 
@@ -81,11 +82,17 @@ class RunFile(Part):
                               ) from None
 
     @classmethod
-    def load(cls, path: Path | str) -> Self:
-        path = Path(path)
+    def load(cls, path: Path | UPath | str) -> Self:
+        """`path`: a local path or an object store's (a `UPath`)."""
+        if not isinstance(path, (Path, UPath)):
+            path = Path(path)
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
+            raise ResultError(f"{path}: cannot read it: {exc}") from None
+        except OSError as exc:
+            if not isinstance(path, Path) and not isinstance(exc, FileNotFoundError):
+                raise  # an object store that did not answer is not an unreadable file
             raise ResultError(f"{path}: cannot read it: {exc}") from None
         return cls.parse(data, str(path))
 

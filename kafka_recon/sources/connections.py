@@ -256,3 +256,73 @@ def resolve_kafka(conn: str) -> dict[str, Any]:
         return _kafka_extra(conn, stored.conn_type, stored.extra_dejson, stored.host,
                             stored.port)
     return _kafka_from_value(conn, value, var)
+
+
+# ------------------------------------------------------------------ other connections
+FIELDS = ("conn_type", "host", "schema", "login", "password", "port", "extra")
+
+
+def _extra_dict(conn_id: str, extra: Any) -> dict[str, Any]:
+    if isinstance(extra, str):
+        try:
+            extra = json.loads(extra) if extra.strip() else {}
+        except ValueError as exc:
+            raise ConnectionUnusable(f"connection '{conn_id}': its extra is not valid JSON: "
+                                     f"{exc}") from None
+    if not isinstance(extra, dict):
+        raise ConnectionUnusable(f"connection '{conn_id}': its extra must be a JSON object")
+    return dict(extra)
+
+
+def _fields_from_value(conn_id: str, value: str, var: str) -> dict[str, Any]:
+    """AIRFLOW_CONN_* (or a handed KAFKA_RECON_CONN_*) in JSON or URI form, as fields."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    text = value.strip()
+    fields = _json_form(conn_id, text, var)
+    if fields is None:
+        parts = urlsplit(text)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        fields = {"conn_type": parts.scheme.replace("-", "_"), "host": parts.hostname,
+                  "login": unquote(parts.username) if parts.username else None,
+                  "password": unquote(parts.password) if parts.password else None,
+                  "schema": parts.path.lstrip("/") or None,
+                  "extra": query.pop("__extra__", None) or query}
+    out = {k: fields.get(k) for k in FIELDS}
+    out["extra"] = _extra_dict(conn_id, out["extra"] or {})
+    return out
+
+
+def resolve_fields(conn: str) -> dict[str, Any]:
+    """Any connection's fields (`FIELDS`, extra as a dict), found as `resolve` finds an SQL
+    tier's: handed to a Spark job, through Airflow in a task, else `AIRFLOW_CONN_<ID>`."""
+    handed = os.environ.get(conn_env_var(conn))
+    if handed:
+        return _fields_from_value(conn, handed, conn_env_var(conn))
+    if in_airflow_task():
+        from airflow.sdk import BaseHook
+
+        try:
+            c = BaseHook.get_connection(conn)
+        except Exception as exc:  # AirflowNotFoundException, a backend's own errors
+            raise ConnectionNotFound(f"connection '{conn}': Airflow does not know it "
+                                     f"({type(exc).__name__}: {exc})") from None
+    else:
+        var = airflow_env_var(conn)
+        value = os.environ.get(var)
+        if value:
+            return _fields_from_value(conn, value, var)
+        stored = _from_airflow_store(conn)
+        if stored is None:
+            raise ConnectionNotFound(f"connection '{conn}': neither set as {var} nor known to "
+                                     "Airflow here")
+        c = stored
+    return {"conn_type": c.conn_type, "host": c.host, "schema": c.schema, "login": c.login,
+            "password": c.password, "port": c.port,
+            "extra": _extra_dict(conn, c.extra_dejson)}
+
+
+def handed_fields(conns: list[str]) -> dict[str, str]:
+    """`KAFKA_RECON_CONN_<ID>` of other connections (an object store's), as JSON fields."""
+    return {conn_env_var(c): json.dumps(resolve_fields(c), sort_keys=True)
+            for c in dict.fromkeys(conns)}

@@ -4,15 +4,15 @@ the driver."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from upath import UPath
 
-from kafka_recon.runfolder import RunFolder
+from kafka_recon.runfolder import RunFolder, move, remove
 
 
 def csv_field(value: Column) -> Column:
@@ -30,7 +30,7 @@ def csv_field(value: Column) -> Column:
 class IdFile:
     """One id file to write: where, its header, and its rows as (line, s, p, o), sorted by the
     keys s (text), then p and o (numbers)."""
-    target: Path
+    target: Path | UPath
     columns: tuple[str, ...]
     rows: DataFrame
     # rows read off the findings' cache: one task reads them all. A task per cached partition
@@ -51,7 +51,7 @@ def id_rows(df: DataFrame, columns: list[str], s: str | None, p: str | None = No
                      key(o, "long").alias("o"))
 
 
-def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path) -> None:
+def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path | UPath) -> None:
     """Every id file in one Spark job, each one sorted RFC 4180 CSV with its header, written by
     the executors (never through the driver): the rows of a file are hashed to one task, which
     writes them in order under the file's number; the driver then only moves each file in
@@ -70,21 +70,21 @@ def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path) -> N
                   [(f.rows.coalesce(1) if f.one_task else f.rows)
                    .select(F.lit(i).alias("file"), F.lit(1).alias("ord"), "line", "s", "p", "o")
                    for i, f in enumerate(files)], headers)
-    shutil.rmtree(scratch, ignore_errors=True)
+    remove(scratch)
     (rows.repartition("file").sortWithinPartitions("file", "ord", "s", "p", "o", "line")
      .select("file", "line").write.mode("overwrite").partitionBy("file")
      .option("lineSep", "\n").text(str(scratch)))
     for i, f in enumerate(files):
-        parts = sorted((scratch / f"file={i}").glob("part-*"))
+        parts = sorted(p for p in (scratch / f"file={i}").iterdir()
+                       if p.name.startswith("part-"))
         if len(parts) != 1:  # a file's rows are hashed to one task: one part, always
             raise RuntimeError(f"id file {f.target.name}: Spark wrote {len(parts)} parts, "
                                "expected 1")
-        f.target.parent.mkdir(parents=True, exist_ok=True)
-        parts[0].replace(f.target)
-    shutil.rmtree(scratch, ignore_errors=True)
+        move(parts[0], f.target)
+    remove(scratch)
 
 
-def write_ids(df: DataFrame, target: Path, folder: RunFolder) -> str:
+def write_ids(df: DataFrame, target: UPath, folder: RunFolder) -> str:
     """One id file of ids alone, as `write_id_files` writes them."""
     write_id_files(df.sparkSession, [IdFile(target, ("id",), id_rows(df, ["id"], "id"))],
                    folder.path / ".ids.parts")

@@ -125,7 +125,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         args = [str(a) for a in self.application_args or []]
         given = dict(zip(args[::2], args[1::2], strict=False))
         run = orchestrate.load(self.flow, given["--start"], given["--end"],
-                               Path(given["--config"]), Path(given["--out"]))
+                               Path(given["--config"]), given["--out"])
         replays = int(given["--replays"]) if "--replays" in given else None
         step = Path(str(self.application)).stem
         self.log.info("kafka-recon %s through the Spark Connect server %s", step,
@@ -196,12 +196,15 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
 
         from kafka_recon.config import load_flow
         from kafka_recon.outputs.lineage import LineageDataset, of_run
-        from kafka_recon.runfolder import RunFolder
+        from kafka_recon.runfolder import FILES
 
         args = [str(a) for a in self.application_args or []]
         out = args[args.index("--out") + 1] if "--out" in args[:-1] else ""
+        # the run folder as text: an object store's is named without reaching it (or its
+        # connection) from the lineage hook
         lineage = of_run(load_flow(self.config, self.flow),
-                         RunFolder(Path(out)).result if out.startswith("/") else None)
+                         f"{out.rstrip('/')}/{FILES['result']}" if out.startswith(("/", "s3://"))
+                         else None)
         for line in lineage.skipped:
             self.log.warning("lineage: %s", line)
 

@@ -30,24 +30,30 @@ every flow.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 PREFIX = "/recon"
 
 
-def _relative_link(path: str | None, root: Path) -> str | None:
+def _relative_link(path: str | None, root: Path | UPath) -> str | None:
     """A run file's address under /recon/runs, or None when it is not inside the runs root."""
     if not path:
         return None
+    if not isinstance(root, Path):  # an object store's: by name (a listing asks no store)
+        base = str(root).rstrip("/") + "/"
+        return "runs/" + path[len(base):] if path.startswith(base) else None
     p = Path(path).resolve()
     if not p.is_relative_to(root.resolve()) or not p.exists():
         return None
     return "runs/" + p.relative_to(root.resolve()).as_posix()
 
 
-def page_rows(rows: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+def page_rows(rows: list[dict[str, Any]], root: Path | UPath) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         out.append({**r, "report_link": _relative_link(r.get("report"), root),
@@ -84,8 +90,8 @@ def _readable_rows(user: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]
     return [r for r in rows if r["flow"] in allowed]
 
 
-def _root() -> Path:
-    from kafka_recon.settings import runs_root
+def _root() -> UPath:
+    from kafka_recon.stores.objects import runs_root
 
     return runs_root()
 
@@ -204,11 +210,11 @@ def _run_file_route(app: Any) -> None:
     """A run's report, id files and Data Docs, and nothing else of its folder."""
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends
-    from fastapi.responses import FileResponse
+    from fastapi.responses import FileResponse, Response
 
     @app.get("/runs/{flow}/{window}/{rest:path}")
     def run_file(flow: str, window: str, rest: str, user: Any = Depends(get_user)
-                 ) -> FileResponse:
+                 ) -> Response:
         from kafka_recon.runfolder import RunFolder
 
         root = _root()
@@ -222,4 +228,10 @@ def _run_file_route(app: Any) -> None:
         path = folder.servable(rest)
         if path is None:
             raise HTTPException(404, f"not a run artefact: {flow}/{window}/{rest}")
-        return FileResponse(path)
+        if isinstance(path, Path):
+            return FileResponse(path)
+        import mimetypes
+
+        # from the object store: a report, an id file or a page of Data Docs, read whole
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        return Response(path.read_bytes(), media_type=kind)

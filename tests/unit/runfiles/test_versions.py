@@ -11,7 +11,7 @@ import pytest
 
 from kafka_recon.errors import ResultError
 from kafka_recon.result.model import Result
-from kafka_recon.runfiles.journal import Journal
+from kafka_recon.runfiles.journal import StepEntry
 from kafka_recon.runfiles.outcomes import Alerts, Timings
 from kafka_recon.runfiles.stage import Stage
 from kafka_recon.runfolder import RunFolder
@@ -32,9 +32,6 @@ def test_files_written_before_versions_were_kept_are_read_as_version_1(tmp_path:
     timings = Timings.load(write(tmp_path / "timings.json",
                                  {"stage": 1.5, "spark_jobs": {"total": 4}}))
     assert (timings.laps, timings.spark_jobs) == ({"stage": 1.5}, {"total": 4})
-    journal = Journal.load(write(tmp_path / "steps.json",
-                                 {"stage": {"state": "done", "at": "2026-11-20T00:00:00Z"}}))
-    assert journal.steps["stage"].state == "done"
     alerts = Alerts.load(write(tmp_path / "alerts.json", [
         {"type": "slack", "conn": "s", "event": "findings", "sent": False, "error": "E: x"}]))
     assert alerts.failed == ["slack (s): E: x"]
@@ -76,3 +73,12 @@ def test_a_step_output_that_is_missing_names_the_step_that_should_have_written_i
     with pytest.raises(StepFailed, match="stage.json is missing: the 'stage' step has not run"):
         RunFolder(tmp_path).read(Stage, "stage")
     assert RunFolder(tmp_path).read_if(Stage) is None
+
+
+def test_a_journal_of_one_steps_json_is_refused_as_an_entry_naming_why(tmp_path: Path) -> None:
+    old = write(tmp_path / "stage.json", {"schema_version": 1, "steps": {
+        "stage": {"state": "done", "at": "2026-11-20T00:00:00Z"}}})
+    with pytest.raises(ResultError) as err:
+        StepEntry.load(old)
+    assert str(err.value) == (f"{old}: written as one steps.json by kafka-recon before journal "
+                              "entries were one file each")
