@@ -219,11 +219,10 @@ def _ready_spark(run: Run, spark: SparkSession) -> None:
     on the session), and has kafka-recon's Spark defaults, the shuffles sized by the largest
     tier known so far: a staged count, or a topic's offsets a replay read (each replay grows
     them to its topic)."""
-    from kafka_recon.spark.session import apply_defaults
+    from kafka_recon.spark.session import apply_defaults, set_hadoop
     from kafka_recon.stores.objects import spark_settings
 
-    for key, value in spark_settings(run.out).items():
-        spark.conf.set(key, value)
+    set_hadoop(spark, spark_settings(run.out))
 
     staged = run.folder.read_if(Stage)
     replayed = run.folder.read_if(Replays)

@@ -43,7 +43,8 @@ SETTINGS: tuple[Setting, ...] = (
             'the flow config'),
     Setting('KAFKA_RECON_OUT', 'runs',
             '`<home>/runs`',
-            'the runs root: one folder per flow and window'),
+            'the runs root: one folder per flow and window; a folder, or '
+            '`s3://<conn>@bucket/prefix` (docs/run-folder.md)'),
     Setting('KAFKA_RECON_STORE', 'store',
             '`sqlite:///<runs>/history.db`',
             "kafka-recon's database (history, window leases): URL or connection id"),

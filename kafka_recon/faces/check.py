@@ -113,6 +113,17 @@ def _store() -> list[str]:
     return [f"{where(url)}: answers; {held} window(s) held by a run now"]
 
 
+def _runs_root() -> list[str]:
+    from kafka_recon.runfolder import store_of
+    from kafka_recon.stores import objects
+
+    root = objects.runs_root()
+    if isinstance(root, Path):
+        return [f"{root}: a folder on this host (every host must share it, or use s3://)"]
+    objects.check(root)
+    return [f"{store_of(root)}: answers; run folders under {root}"]
+
+
 def _snapshot_store() -> list[str]:
     from sqlalchemy import func, select
 
@@ -129,12 +140,17 @@ def _snapshot_store() -> list[str]:
     return [f"{where(url)}: answers; newest topic snapshot {last or 'none'}"]
 
 
+STORES: dict[str, Callable[[], list[str]]] = {
+    "store": _store, "runs root": _runs_root, "snapshot store": _snapshot_store}
+
+
 def check_stores() -> FlowCheck:
-    """Whether kafka-recon's own databases answer: the store (history, leases) and the
-    snapshot store. Every host of a deployment must reach the same ones."""
+    """Whether kafka-recon's own stores answer: the store (history, leases), the runs root (a
+    folder, or an object store) and the snapshot store. Every host of a deployment must reach
+    the same ones."""
     out = FlowCheck("kafka-recon's stores", kind="stores")
-    _attempt(out, "store", _store)
-    _attempt(out, "snapshot store", _snapshot_store)
+    for name, read in STORES.items():
+        _attempt(out, name, read)
     return out
 
 
@@ -173,7 +189,7 @@ def check_config(config: Path, only: str | None = None,
 def render(check: FlowCheck) -> list[str]:
     if check.kind == "stores":
         head = f"{check.name}: " + ("answer" if check.could_run else
-                                    f"{len(check.errors)} of 2 do not answer")
+                                    f"{len(check.errors)} of {len(STORES)} do not answer")
         return [head, *(f"  {line}" for line in check.lines),
                 *(f"  error: {e}" for e in check.errors)]
     verdict = "could run" if check.could_run else f"cannot run ({len(check.errors)} error(s))"

@@ -76,6 +76,14 @@ def apply_defaults(spark: SparkSession, records: int | None = None,
     spark.conf.set(SHUFFLE_PARTITIONS, str(wanted))
 
 
+def set_hadoop(spark: SparkSession, settings: dict[str, str]) -> None:
+    """Hadoop settings on the session (its file systems read them when first used), each only
+    where the cluster, the connection or the flow did not set `spark.hadoop.<key>`."""
+    for key, value in settings.items():
+        if not _set_by_someone(spark, f"spark.hadoop.{key}", ""):
+            spark.conf.set(key, value)
+
+
 def remote_session(url: str) -> SparkSession:
     """A session of a running Spark Connect server (`kafka_recon.spark.server`): one Spark,
     started once and kept warm, for many runs. The server must have kafka-recon's JVM options

@@ -127,3 +127,21 @@ def test_a_link_inside_a_run_folder_is_never_followed(tmp_path: Path) -> None:
     assert folder.servable("unexpected") is None and folder.servable("unexpected/index.html") \
         is None
     assert folder.servable("gx/uncommitted/data_docs") is None
+
+
+def test_steps_journalled_at_once_by_many_processes_are_all_kept(tmp_path: Path) -> None:
+    """Staging tasks on several hosts journal their parts at the same moment: each writes its
+    own entry, none reads and rewrites another's, so none is lost (an object store has no
+    lock to serialise them)."""
+    import multiprocessing
+
+    folder = RunFolder(tmp_path / "run")
+    names = [f"stage tier_{i}" for i in range(12)]
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=folder.mark, args=(n, "done")) for n in names]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert sorted(folder.steps()) == sorted(names)
+    assert all(e.state == "done" for e in folder.steps().values())

@@ -4,6 +4,7 @@ and handed to the job; the run's lineage (OpenLineage) from the flow's tiers."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         )
         from kafka_recon.sources.connections import resolved_for_spark, secrets_of
         from kafka_recon.sources.kafka_client import endpoint
+        from kafka_recon.stores.objects import for_spark as runs_root_for_spark
 
         flow = load_flow(self.config, self.flow)
         kafka = [t for t in flow.tiers if isinstance(t, KafkaTier) and t.conn]
@@ -62,6 +64,15 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
             if var not in kafka_vars:
                 for secret in secrets_of(value):
                     mask_secret(secret)
+        # the runs root's object store connection: the job's driver and executors write there
+        objects = runs_root_for_spark()
+        for value in objects.values():
+            fields = json.loads(value)
+            for secret in (value, fields["password"], fields["extra"].get("aws_secret_access_key"),
+                           fields["extra"].get("aws_session_token")):
+                if secret:
+                    mask_secret(secret)
+        handed.update(objects)
         # the paths as this task resolved them (Airflow's [kafka_recon] section included): the
         # job writes where the task reads, and never imports Airflow's configuration itself
         self.env_vars = {**(self.env_vars or {}), **resolved_paths(), **handed,

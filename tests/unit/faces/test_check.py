@@ -69,10 +69,13 @@ def test_kafka_recons_own_stores_are_checked_and_one_that_does_not_answer_fails_
     from kafka_recon.faces.check import check_stores
 
     monkeypatch.setenv("KAFKA_RECON_SNAPSHOTS", str(tmp_path / "snapshots.db"))
+    monkeypatch.setenv("KAFKA_RECON_OUT", str(tmp_path / "runs"))
     ok = check_stores()
     assert ok.could_run, ok.errors
     assert ok.lines[0].startswith("store: sqlite file ") and "0 window(s) held" in ok.lines[0]
-    assert "nothing snapshotted yet" in ok.lines[1]
+    assert ok.lines[1] == (f"runs root: {tmp_path / 'runs'}: a folder on this host (every host "
+                           "must share it, or use s3://)")
+    assert "nothing snapshotted yet" in ok.lines[2]
     (tmp_path / "a-folder").mkdir()
     monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'a-folder'}")
     bad = check_stores()
@@ -81,4 +84,4 @@ def test_kafka_recons_own_stores_are_checked_and_one_that_does_not_answer_fails_
     config = tmp_path / "flows.yaml"
     config.write_text("flows: {}\n")
     assert main(["check", "--config", str(config)]) == 2
-    assert "kafka-recon's stores: 1 of 2 do not answer" in capsys.readouterr().out
+    assert "kafka-recon's stores: 1 of 3 do not answer" in capsys.readouterr().out
