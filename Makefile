@@ -11,7 +11,7 @@ MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 # are the live-scheduler test's three 3-minute windows)
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus
+.PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus redis
 
 all: setup
 
@@ -121,6 +121,12 @@ chromium:
 	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
 	  { echo "chromium not found: apt-get install chromium (Debian's package)"; exit 2; }
 
+# the two-host test's Celery broker is Debian's Redis
+redis:
+	@command -v redis-server >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || \
+	  { echo "redis-server not found: apt-get install redis-server (Debian's package)"; exit 2; }
+
 # the metrics test has Debian's Prometheus scrape the plugin
 prometheus:
 	@command -v prometheus >/dev/null || \
@@ -129,7 +135,7 @@ prometheus:
 
 # under make test a missing chromium fails the screenshot test instead of skipping it, and a
 # class archive setup could not make fails its test instead of being made there
-test: setup postgres chromium prometheus
+test: setup postgres chromium prometheus redis
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
 	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
@@ -137,7 +143,7 @@ test: setup postgres chromium prometheus
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test-integration: setup postgres chromium prometheus
+test-integration: setup postgres chromium prometheus redis
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
 	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
 

@@ -77,18 +77,21 @@ class AirflowServers(Service):
 
     def __init__(self, home: Path, env: dict[str, str], port: int | None = None,
                  user: str = "admin", password: str = "kafka-recon",
-                 database_url: str | None = None, setup: list[list[str]] | None = None
-                 ) -> None:
+                 database_url: str | None = None, setup: list[list[str]] | None = None,
+                 host: str = "127.0.0.1", executor: str = "LocalExecutor") -> None:
+        """`host`: the api-server's address (a lab's bridge address, for workers on hosts of
+        their own); `executor`: the scheduler's (CeleryExecutor: its workers are started
+        apart, with `env`)."""
         from harness.services.ports import ensure_free, free_port
 
         self.home = home.resolve()
         self.port = ensure_free(port, "airflow api-server") if port else free_port()
         self.user, self.password = user, password
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.env = {**env,
-                    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                    "AIRFLOW__CORE__EXECUTOR": executor,
                     "AIRFLOW__CORE__PARALLELISM": "4",
-                    "AIRFLOW__API__HOST": "127.0.0.1",
+                    "AIRFLOW__API__HOST": host,
                     "AIRFLOW__API__PORT": str(self.port),
                     "AIRFLOW__API__BASE_URL": self.url,
                     "AIRFLOW__API__WORKERS": "1",

@@ -93,7 +93,10 @@ class KafkaCluster(Service):
         broker_config: Mapping[str, str] | None = None,
         heap: str = "512m",
         security: Security | None = None,
+        host: str = HOST,
     ) -> None:
+        """`host`: the address every listener binds and advertises (loopback; a lab's bridge
+        address for hosts in network namespaces, harness.services.lab)."""
         if size not in (1, 3):
             raise ValueError(f"cluster size must be 1 or 3, got {size}")
         if ports is not None and len(ports) != size:
@@ -103,6 +106,7 @@ class KafkaCluster(Service):
         self._ports = ports
         self._broker_config = dict(broker_config or {})
         self.heap = heap
+        self.host = host
         self.state: ClusterState | None = self._load_state()
         self.security = security or (Security(Path(self.state.security_dir))
                                      if self.state and self.state.security_dir else None)
@@ -133,17 +137,17 @@ class KafkaCluster(Service):
     @property
     def bootstrap(self) -> str:
         state = self._require_state()
-        return ",".join(f"{HOST}:{n.port}" for n in state.nodes)
+        return ",".join(f"{self.host}:{n.port}" for n in state.nodes)
 
     @property
     def sasl_bootstrap(self) -> str:
         """The SASL_SSL listeners of a secured cluster."""
-        return ",".join(f"{HOST}:{n.sasl_port}" for n in self._require_state().nodes)
+        return ",".join(f"{self.host}:{n.sasl_port}" for n in self._require_state().nodes)
 
     @property
     def ssl_bootstrap(self) -> str:
         """The SSL listeners (client certificates required) of a secured cluster."""
-        return ",".join(f"{HOST}:{n.ssl_port}" for n in self._require_state().nodes)
+        return ",".join(f"{self.host}:{n.ssl_port}" for n in self._require_state().nodes)
 
     def node(self, node_id: int) -> NodeState:
         for n in self._require_state().nodes:
@@ -186,7 +190,7 @@ class KafkaCluster(Service):
 
     def _voters(self) -> str:
         state = self._require_state()
-        return ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in state.nodes)
+        return ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in state.nodes)
 
     def _write_config(self, n: NodeState) -> None:
         state = self._require_state()
@@ -196,8 +200,9 @@ class KafkaCluster(Service):
         props: dict[str, str] = {
             "process.roles": "broker,controller",
             "node.id": str(n.node_id),
-            "listeners": f"PLAINTEXT://{HOST}:{n.port},CONTROLLER://{HOST}:{n.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{n.port}",
+            "listeners": (f"PLAINTEXT://{self.host}:{n.port},"
+                          f"CONTROLLER://{self.host}:{n.controller_port}"),
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{n.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -213,14 +218,14 @@ class KafkaCluster(Service):
             "log.retention.check.interval.ms": "5000",
         }
         if self.security is not None:
-            props["listeners"] += (f",SASL_SSL://{HOST}:{n.sasl_port},"
-                                   f"SSL://{HOST}:{n.ssl_port}")
-            props["advertised.listeners"] += (f",SASL_SSL://{HOST}:{n.sasl_port},"
-                                              f"SSL://{HOST}:{n.ssl_port}")
+            props["listeners"] += (f",SASL_SSL://{self.host}:{n.sasl_port},"
+                                   f"SSL://{self.host}:{n.ssl_port}")
+            props["advertised.listeners"] += (f",SASL_SSL://{self.host}:{n.sasl_port},"
+                                              f"SSL://{self.host}:{n.ssl_port}")
             props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL,SSL:SSL"
             props.update(self.security.broker_config())
         if len(state.nodes) == 1:
-            props["controller.quorum.bootstrap.servers"] = f"{HOST}:{n.controller_port}"
+            props["controller.quorum.bootstrap.servers"] = f"{self.host}:{n.controller_port}"
         else:
             props["controller.quorum.voters"] = self._voters()
         props.update(state.broker_config)
@@ -275,8 +280,9 @@ class KafkaCluster(Service):
                 for port in (n.sasl_port, n.ssl_port):
                     if port:
                         wait_open(port, max(1.0, deadline - time.monotonic()),
-                                  f"kafka node {n.node_id}'s secured listener")
-                wait_open(n.port, max(1.0, deadline - time.monotonic()), f"kafka node {n.node_id}")
+                                  f"kafka node {n.node_id}'s secured listener", self.host)
+                wait_open(n.port, max(1.0, deadline - time.monotonic()),
+                          f"kafka node {n.node_id}", self.host)
             except TimeoutError as exc:
                 raise KafkaStartError(f"{exc}; see {self.node_dir(n.node_id) / 'server.log'}") \
                     from exc
@@ -328,7 +334,7 @@ class KafkaCluster(Service):
             raise KafkaStartError(f"node {node_id} is still running (pid {n.pid})")
         self._launch(java_binary(), kafka_classpath(), n)
         self._save_state()
-        wait_open(n.port, timeout, f"kafka node {node_id}")
+        wait_open(n.port, timeout, f"kafka node {node_id}", self.host)
         state = self._require_state()
         self._wait_brokers({m.node_id for m in state.nodes if pid_alive(m.pid)},
                            time.monotonic() + timeout)

@@ -33,10 +33,10 @@ def is_open(port: int, host: str = HOST) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def wait_open(port: int, timeout: float, what: str) -> None:
+def wait_open(port: int, timeout: float, what: str, host: str = HOST) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if is_open(port):
+        if is_open(port, host):
             return
         time.sleep(0.2)
-    raise TimeoutError(f"{what}: nothing listens on {HOST}:{port} after {timeout:.0f}s")
+    raise TimeoutError(f"{what}: nothing listens on {host}:{port} after {timeout:.0f}s")

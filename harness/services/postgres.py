@@ -32,7 +32,10 @@ def pg_bin(tool: str) -> str:
 
 
 class PostgresServer(Service):
-    def __init__(self, base_dir: Path | str, port: int | None = None) -> None:
+    def __init__(self, base_dir: Path | str, port: int | None = None, host: str = HOST) -> None:
+        """`host`: the address it listens on (loopback; a lab's bridge address, whose /24 is
+        then trusted too, for hosts in network namespaces: harness.services.lab)."""
+        self.host = host
         self.base_dir = Path(base_dir).resolve()
         self.data = self.base_dir / "data"
         self.port = ensure_free(port, "postgresql") if port else free_port()
@@ -61,11 +64,15 @@ class PostgresServer(Service):
         if not (self.data / "PG_VERSION").exists():
             self._run([pg_bin("initdb"), "-D", str(self.data), "-U", self.user,
                        "--auth=trust", "-E", "UTF8", "--locale=C"])
+            if self.host != HOST:
+                subnet = self.host.rsplit(".", 1)[0] + ".0/24"
+                with (self.data / "pg_hba.conf").open("a") as hba:
+                    hba.write(f"host all all {subnet} trust\n")
         self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.base_dir / "log"),
                    "-w", "-t", "60", "start", "-o",
-                   f"-p {self.port} -k {self.base_dir} -c listen_addresses={HOST} "
+                   f"-p {self.port} -k {self.base_dir} -c listen_addresses={self.host} "
                    "-c fsync=off"])
-        wait_open(self.port, 30, "postgresql")
+        wait_open(self.port, 30, "postgresql", self.host)
         return self
 
     def stop(self) -> None:
@@ -73,8 +80,9 @@ class PostgresServer(Service):
             self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"])
 
     def create_database(self, name: str) -> str:
-        self._run([pg_bin("createdb"), "-h", HOST, "-p", str(self.port), "-U", self.user, name])
+        self._run([pg_bin("createdb"), "-h", self.host, "-p", str(self.port), "-U", self.user,
+                   name])
         return self.url(name)
 
     def url(self, database: str) -> str:
-        return f"postgresql://{self.user}@{HOST}:{self.port}/{database}"
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"

@@ -46,8 +46,8 @@ class _KeepHandler:
 class MailCatcher(Service):
     """`with MailCatcher(dir) as m:` serves SMTP on `m.port` until the block ends."""
 
-    def __init__(self, maildir: Path | str, port: int | None = None) -> None:
-        self.maildir = Path(maildir)
+    def __init__(self, maildir: Path | str, port: int | None = None, host: str = HOST) -> None:
+        self.maildir, self.host = Path(maildir), host
         self.port = ensure_free(port, "smtp") if port else free_port()
         self._controller: Any = None
 
@@ -55,7 +55,8 @@ class MailCatcher(Service):
         from aiosmtpd.controller import Controller
 
         self.maildir.mkdir(parents=True, exist_ok=True)
-        self._controller = Controller(_KeepHandler(self.maildir), hostname=HOST, port=self.port)
+        self._controller = Controller(_KeepHandler(self.maildir), hostname=self.host,
+                                      port=self.port)
         self._controller.start()
         return self
 

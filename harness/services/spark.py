@@ -15,10 +15,13 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.services.base import Service
 from harness.services.ports import HOST, free_port, wait_open
+
+if TYPE_CHECKING:
+    from harness.services.lab import Host
 
 
 def spark_home() -> Path:
@@ -28,39 +31,51 @@ def spark_home() -> Path:
 
 
 class SparkStandalone(Service):
-    def __init__(self, base: Path, cores: int = 2, memory: str = "2g") -> None:
+    def __init__(self, base: Path, cores: int = 2, memory: str = "2g", host: str = HOST,
+                 worker_host: Host | None = None) -> None:
+        """`host`: the master's address; `worker_host`: a lab host (harness.services.lab) the
+        worker runs on, in its own namespaces, its working folder in that host's private
+        /tmp (default: this host, beside the master)."""
         self.base = base.resolve()
         self.port, self.ui_port, self.worker_ui = free_port(), free_port(), free_port()
         self.cores, self.memory = cores, memory
-        self.master = f"spark://{HOST}:{self.port}"
+        self.host, self.worker_host = host, worker_host
+        self.master = f"spark://{host}:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, local_ip: str, work_dir: Path) -> dict[str, str]:
         return {**os.environ, "SPARK_HOME": str(spark_home()),
-                "SPARK_LOG_DIR": str(self.base / "logs"), "SPARK_LOCAL_IP": HOST,
-                "SPARK_WORKER_DIR": str(self.work_dir),
+                "SPARK_LOG_DIR": str(self.base / "logs"), "SPARK_LOCAL_IP": local_ip,
+                "SPARK_WORKER_DIR": str(work_dir),
                 "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 
     @property
     def work_dir(self) -> Path:
-        return self.base / "work"
+        return Path("/tmp/spark-work") if self.worker_host else self.base / "work"
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], on: Host | None = None) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        log = (self.base / f"{name}.log").open("ab")
+        log = self.base / f"{name}.log"
         cmd = [str(spark_home() / "bin" / "spark-class"), *args]
-        self.procs.append(subprocess.Popen(cmd, env=self._env(), stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True))
+        if on is not None:
+            env = self._env(on.address, self.work_dir)
+            self.procs.append(on.spawn(cmd, env, log, setup=f"mkdir -p {self.work_dir}"))
+            return
+        self.procs.append(subprocess.Popen(cmd, env=self._env(self.host, self.work_dir),
+                                           stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                                           start_new_session=True))
 
     def start(self, timeout: float = 90) -> SparkStandalone:
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", HOST,
+        if self.worker_host is None:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", self.host,
                                "--port", str(self.port), "--webui-port", str(self.ui_port)])
-        wait_open(self.port, timeout, "spark master")
+        wait_open(self.port, timeout, "spark master", self.host)
+        worker = self.worker_host.address if self.worker_host else self.host
         self._spawn("worker", ["org.apache.spark.deploy.worker.Worker", self.master,
-                               "--host", HOST, "--cores", str(self.cores), "--memory",
+                               "--host", worker, "--cores", str(self.cores), "--memory",
                                self.memory, "--webui-port", str(self.worker_ui),
-                               "--work-dir", str(self.work_dir)])
+                               "--work-dir", str(self.work_dir)], self.worker_host)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.state().get("aliveworkers", 0) >= 1:
@@ -73,7 +88,8 @@ class SparkStandalone(Service):
     def state(self) -> dict[str, Any]:
         """The master's own view (its web UI's JSON): workers, running and completed apps."""
         try:
-            with urllib.request.urlopen(f"http://{HOST}:{self.ui_port}/json/", timeout=5) as r:
+            with urllib.request.urlopen(f"http://{self.host}:{self.ui_port}/json/",
+                                        timeout=5) as r:
                 return dict(json.loads(r.read()))
         except OSError:
             return {}

@@ -64,6 +64,7 @@ class Scenario:
     up_url: str | None = None     # SQLAlchemy URLs; SQLite files in tmp when not given
     down_url: str | None = None
     kafka_conn: str | None = None  # the kafka tier names this connection, not `bootstrap`
+    origin: datetime = START  # where flow_through's records begin (START: the test window)
 
     def __post_init__(self) -> None:
         self.topic = f"scn-{uuid.uuid4().hex[:10]}"
@@ -114,7 +115,7 @@ class Scenario:
                      every: float = 1.0) -> dict[int, datetime]:
         """Ids 1..n upstream and in the topic (one each `every` minutes into the window), and
         in the sink all but `sink_lacks`: a flow that lost those on the consume side."""
-        rows = {i: at(i * every) for i in range(1, n + 1)}
+        rows = {i: self.origin + timedelta(minutes=i * every) for i in range(1, n + 1)}
         self.upstream(rows)
         self.produce(list(rows.items()))
         self.sink([(i, t) for i, t in rows.items() if i not in sink_lacks])

@@ -1,0 +1,287 @@
+"""The daily DAG as it is deployed on more than one host: Airflow's CeleryExecutor with two
+workers, each on a host of its own (its own network namespace, and a mount namespace with a
+private /tmp holding its working folder: harness.services.lab), Spark on a standalone master
+whose worker is a third such host, and nothing shared but the network to Redis (the broker),
+PostgreSQL (Airflow's metadata and kafka-recon's store), Kafka and the S3 server holding the
+run folders.
+
+The live scheduler makes the daily run of the latest closed day when the DAG is unpaused; an
+ad-hoc run of the same window is triggered at that moment. One holds the window and proceeds,
+its tasks landing on both workers; the other is refused, naming the first. The result is exact
+to the id, its files are in the bucket, and the page serves its report from there to a
+logged-in user."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.services.airflow import VENV_BIN, AirflowServers, airflow_env
+from harness.services.kafka import KafkaCluster
+from harness.services.lab import Host, Lab
+from harness.services.postgres import PostgresServer
+from harness.services.redis import RedisServer
+from harness.services.s3 import S3Server
+from harness.services.smtp import MailCatcher
+from harness.services.spark import SparkStandalone
+from kafka_recon.settings import REPO_ROOT
+from tests.integration.engine_harness import Scenario
+
+pytestmark = pytest.mark.integration
+
+LOST = {7, 23}
+BUCKET = "recon-runs"
+DAILY, ADHOC = "recon__f", "recon_adhoc"
+LEASE_SECONDS = 15  # a dead host's window is free again this soon
+
+
+@dataclass
+class TwoHosts:
+    airflow: AirflowServers
+    workers: list[Host]
+    spark: SparkStandalone
+    s3: S3Server
+    mail: MailCatcher
+    start: datetime
+    end: datetime
+
+
+def _worker(host: Host, env: dict[str, str], deploy: Path, log: Path) -> None:
+    """A Celery worker on `host`: what a deployment ships (the DAG file, the flow config)
+    copied into its private /tmp, its Airflow home there too."""
+    home = Path("/tmp/airflow")
+    host.spawn([str(VENV_BIN / "airflow"), "celery", "worker", "--concurrency", "1",
+                "--celery-hostname", f"{host.name}@{host.name}"],
+               {**env, "AIRFLOW_HOME": str(home), "KAFKA_RECON_HOME": "/tmp/recon",
+                "AIRFLOW__CORE__DAGS_FOLDER": "/tmp/deploy/dags",
+                "KAFKA_RECON_CONFIG": "/tmp/deploy/flows.yaml",
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+                # the api-server fetches a task's log from this worker by its address
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": "harness.services.lab.address",
+                "LAB_HOST_ADDRESS": host.address,
+                # the Spark driver (client mode) listens where the executors can reach it
+                "SPARK_LOCAL_IP": host.address},
+               log, setup=f"mkdir -p /tmp/deploy /tmp/recon && cp -r {deploy}/. /tmp/deploy/")
+
+
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[TwoHosts]:
+    # outside /tmp, which each host replaces with its own; PostgreSQL, which runs as its own
+    # user, must enter it. What the hosts read of it is the deployment (`deploy/`), once
+    base = Path(tempfile.mkdtemp(prefix="kafka-recon-two-hosts-", dir="/var/tmp"))
+    base.chmod(0o755)
+    lab = Lab("rcn", 77).start()
+    started: list[Any] = []
+    try:
+        w1, w2, spark_host = lab.host("w1"), lab.host("w2"), lab.host("spark1")
+        at = lab.address
+        pg = PostgresServer(base / "pg", host=at).start()
+        started.append(pg)
+        redis = RedisServer(base / "redis", host=at).start()
+        started.append(redis)
+        kafka = KafkaCluster(base / "kafka", host=at).start()
+        started.append(kafka)
+        s3 = S3Server(base / "s3", host=at).start()
+        started.append(s3)
+        s3.make_bucket(BUCKET)
+        mail = MailCatcher(base / "mail", host=at).start()
+        started.append(mail)
+        spark = SparkStandalone(base / "spark", cores=2, memory="2g", host=at,
+                                worker_host=spark_host).start()
+        started.append(spark)
+
+        # the latest closed day: the window the live scheduler's daily run reconciles
+        end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        start = end - timedelta(days=1)
+        scn = Scenario(base, kafka.bootstrap, up_url=pg.create_database("up"),
+                       down_url=pg.create_database("down"), origin=start)
+        scn.flow_through(40, sink_lacks=LOST, every=10)
+        deploy = base / "deploy"
+        shutil.copytree(REPO_ROOT / "dags", deploy / "dags",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(scn.config, deploy / "flows.yaml")
+
+        store = pg.create_database("recon_store")
+        meta = pg.create_database("airflow")
+        env = airflow_env(base / "airflow", smtp_port=mail.port, extra={
+            "KAFKA_RECON_CONFIG": str(deploy / "flows.yaml"),
+            "KAFKA_RECON_OUT": f"s3://recon_s3@{BUCKET}/runs",
+            "AIRFLOW_CONN_RECON_S3": s3.connection(),
+            "KAFKA_RECON_STORE": store,
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark",
+                                                      "host": spark.master}),
+            "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps({
+                "conn_type": "smtp", "host": at, "port": mail.port,
+                "extra": {"disable_ssl": True, "disable_tls": True, "retry_limit": 1,
+                          "from_email": "kafka-recon@localhost", "timeout": 10}}),
+            "AIRFLOW__CELERY__BROKER_URL": redis.url,
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + meta.replace("postgresql://",
+                                                                   "postgresql+psycopg2://"),
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "1",
+            # the api-server reads task logs from the workers' log servers with it
+            "AIRFLOW__API__SECRET_KEY": "kafka-recon-two-hosts",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(deploy / "dags"),
+            "KAFKA_RECON_LEASE_SECONDS": str(LEASE_SECONDS),
+        })
+        servers = AirflowServers(base / "airflow", env, database_url=meta, host=at,
+                                 executor="CeleryExecutor").start()
+        started.append(servers)
+        for h in (w1, w2):
+            _worker(h, servers.env, deploy, base / f"{h.name}.log")
+        yield TwoHosts(servers, [w1, w2], spark, s3, mail, start, end)
+    finally:
+        for service in reversed(started):
+            service.stop()
+        lab.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _wait(h: TwoHosts, dag: str, run_id: str, timeout: float = 900) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, run = h.airflow.api("GET", f"/dags/{dag}/dagRuns/{run_id}")
+        assert code == 200, run
+        if run["state"] in ("success", "failed"):
+            return dict(run)
+        time.sleep(3)
+    raise AssertionError(f"{dag} {run_id} did not finish in {timeout:.0f}s; see the logs in "
+                         f"{h.airflow.home}")
+
+
+def _daily_run(h: TwoHosts, timeout: float = 180) -> str:
+    """The run the live scheduler made of the latest closed day."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, body = h.airflow.api("GET", f"/dags/{DAILY}/dagRuns")
+        assert code == 200, body
+        if body["dag_runs"]:
+            return str(body["dag_runs"][0]["dag_run_id"])
+        time.sleep(2)
+    raise AssertionError("the scheduler made no daily run")
+
+
+def _tasks(h: TwoHosts, dag: str, run_id: str) -> list[dict[str, Any]]:
+    code, body = h.airflow.api("GET", f"/dags/{dag}/dagRuns/{run_id}/taskInstances")
+    assert code == 200, body
+    return list(body["task_instances"])
+
+
+def _log(h: TwoHosts, dag: str, run_id: str, task: str) -> str:
+    code, body = h.airflow.api("GET", f"/dags/{dag}/dagRuns/{run_id}/taskInstances/{task}/logs/1")
+    assert code == 200, body
+    return json.dumps(body)
+
+
+def _failures(h: TwoHosts, runs: dict[str, str]) -> str:
+    """What failed, and its log's end: a failing test says why (the logs die with the hosts)."""
+    out = []
+    for dag, run_id in runs.items():
+        for t in _tasks(h, dag, run_id):
+            if t["state"] == "failed":
+                out.append(f"{dag} {t['task_id']} failed on {t['hostname']}: "
+                           f"{_log(h, dag, run_id, t['task_id'])[-1500:]}")
+            elif t["state"] != "success":
+                out.append(f"{dag} {t['task_id']} {t['state']}")
+    return "\n".join(out)
+
+
+def _state(h: TwoHosts, dag: str, run_id: str, task: str) -> dict[str, Any]:
+    return {t["task_id"]: t for t in _tasks(h, dag, run_id)}.get(task, {})
+
+
+def _until(what: str, check: Any, timeout: float = 600) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(1)
+    raise AssertionError(f"{what}: not within {timeout:.0f}s")
+
+
+def test_the_daily_dag_on_two_celery_hosts_holds_its_window_survives_a_dead_host_and_is_exact(
+        hosts: TwoHosts) -> None:
+    h = hosts
+    window = {"start": h.start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "end": h.end.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    adhoc_conf = {"flow": "f", **window, "replays": 2, "email": False}
+    h.airflow.unpause(ADHOC)
+    h.airflow.unpause(DAILY)  # the live scheduler makes the latest closed day's run
+    code, adhoc = h.airflow.api("POST", f"/dags/{ADHOC}/dagRuns",
+                                {"logical_date": None, "conf": adhoc_conf})
+    assert code == 200, adhoc
+    runs = {DAILY: _daily_run(h), ADHOC: adhoc["dag_run_id"]}
+
+    # one run holds the window; the other is refused at its start, naming it
+    def decided() -> dict[str, Any] | None:
+        states = {d: _state(h, d, r, "begin").get("state") for d, r in runs.items()}
+        return states if all(s in ("success", "failed") for s in states.values()) else None
+
+    began = _until("both runs' begin decided", decided)
+    assert sorted(began.values()) == ["failed", "success"], _failures(h, runs)
+    won = next(d for d, s in began.items() if s == "success")
+    lost = next(d for d, s in began.items() if s == "failed")
+    said = _log(h, lost, runs[lost], "begin")
+    assert f"another run of this window is under way ({won}/{runs[won]} on " in said, said
+
+    # the winner's tasks land on both hosts (its staging tasks run side by side); the host
+    # running its Spark step dies with the window held
+    def running() -> dict[str, Any] | None:
+        t = _state(h, won, runs[won], "replay_reconcile")
+        return t if t.get("state") == "running" else None
+
+    spark_step = _until("the winner's Spark step running", running)
+    staged = {t["hostname"] for t in _tasks(h, won, runs[won]) if t["hostname"]}
+    assert staged == {w.address for w in h.workers}, staged
+    dead = next(w for w in h.workers if w.address == spark_step["hostname"])
+    alive = next(w for w in h.workers if w is not dead)
+    dead.kill()
+
+    # its lease expires (nothing renews it); a re-run of the window then holds it and finishes
+    time.sleep(LEASE_SECONDS + 5)
+    code, rerun = h.airflow.api("POST", f"/dags/{ADHOC}/dagRuns",
+                                {"logical_date": None, "conf": {**adhoc_conf, "email": True}})
+    assert code == 200, rerun
+    again = {ADHOC: rerun["dag_run_id"]}
+    _wait(h, ADHOC, rerun["dag_run_id"])
+    tasks = {t["task_id"]: t for t in _tasks(h, ADHOC, rerun["dag_run_id"])}
+    done = {k for k, t in tasks.items() if t["state"] == "success"}
+    assert {"begin", "stage_topic", "replay_reconcile", "report", "history", "notify"} <= done, \
+        _failures(h, again)
+    assert tasks["replay_reconcile"]["hostname"] == alive.address
+    # the window's findings turn the run red at its end, by design
+    verdict = _log(h, ADHOC, rerun["dag_run_id"], "verdict")
+    assert "FINDINGS - 2 record(s) lost on the consume side (topic->sink)" in verdict, verdict
+    apps = h.spark.state().get("completedapps", [])
+    assert sum(a["name"].startswith("kafka-recon") for a in apps) >= 1, apps
+
+    # exact to the id, every file in the bucket
+    folder = h.s3.data / BUCKET / "runs" / "f" / f"{window['start']}_{window['end']}".replace(
+        ":", "")
+    result = json.loads((folder / "result.json").read_text())
+    assert result["status"] == "findings", result.get("reasons")
+    assert (folder / "missing" / "topic__sink.csv").read_text() == \
+        "id\n" + "".join(f"{i}\n" for i in sorted(map(str, LOST)))  # sorted as text
+    assert (folder / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html").is_file()
+    journal = {json.loads(p.read_text())["step"]: json.loads(p.read_text())["state"]
+               for p in (folder / "steps").iterdir()}
+    assert journal["replay"] == journal["reconcile"] == "done", journal
+
+    # the page serves the report from the bucket to a logged-in user; the owner got the mail
+    req = urllib.request.Request(
+        f"{h.airflow.url}/recon/runs/f/{folder.name}/report.html",
+        headers={"Authorization": f"Bearer {h.airflow.token()}"})
+    with urllib.request.urlopen(req, timeout=30) as page:
+        assert page.status == 200 and b"topic__sink.csv" in page.read()
+    mails = [m for m in h.mail.messages() if "FINDINGS" in str(m["Subject"])]
+    assert mails and all(m["To"] == "owner@example.com" for m in mails)
