@@ -36,10 +36,26 @@ class Host:
         """`argv` on this host: its network namespace, a mount namespace of its own with a
         private /tmp, its host name; `setup` (shell) runs first, there (e.g. copying in what a
         deployment would ship)."""
-        script = (f"mount --make-rprivate / && mount -t tmpfs tmpfs /tmp && "
+        script = (f"mount --make-rprivate / && {self._private_tmp()} && "
                   f"hostname {shlex.quote(self.name)} && {setup or 'true'} && exec \"$@\"")
         return ["ip", "netns", "exec", self.netns, "unshare", "--mount", "--uts", "sh", "-c",
                 script, "sh", *argv]
+
+    def _private_tmp(self) -> str:
+        """An empty /tmp of the host's own; what the lab keeps (the software installed, which a
+        real host has on its own disk) stays at its path even when that lies under /tmp (a
+        checkout cloned there): held by a bind mount across the new /tmp."""
+        steps = []
+        kept = [str(k) for k in self.lab.keep if str(k).startswith("/tmp/")]
+        for i, path in enumerate(kept):
+            hold = f"/run/{self.netns}-keep{i}"
+            steps += [f"mkdir -p {hold}", f"mount --bind {shlex.quote(path)} {hold}"]
+        steps.append("mount -t tmpfs tmpfs /tmp")
+        for i, path in enumerate(kept):
+            hold = f"/run/{self.netns}-keep{i}"
+            steps += [f"mkdir -p {shlex.quote(path)}", f"mount --bind {hold} {shlex.quote(path)}",
+                      f"umount {hold}", f"rmdir {hold}"]
+        return " && ".join(steps)
 
     def spawn(self, argv: list[str], env: dict[str, str], log: Path,
               setup: str = "") -> subprocess.Popen[bytes]:
@@ -76,8 +92,11 @@ class Host:
 class Lab(Service):
     """A bridge `<prefix>br` at 10.<subnet>.0.1/24 and its hosts at .2, .3, ..."""
 
-    def __init__(self, prefix: str = "recon", subnet: int = 77) -> None:
+    def __init__(self, prefix: str = "recon", subnet: int = 77,
+                 keep: list[Path] | None = None) -> None:
+        """`keep`: folders every host still sees where they are (the software installed)."""
         self.prefix, self.subnet = prefix, subnet
+        self.keep = [p.resolve() for p in keep or []]
         self.bridge = f"{prefix}br"
         self.address = f"10.{subnet}.0.1"
         self.hosts: list[Host] = []

@@ -80,7 +80,8 @@ def hosts() -> Iterator[TwoHosts]:
     # user, must enter it. What the hosts read of it is the deployment (`deploy/`), once
     base = Path(tempfile.mkdtemp(prefix="kafka-recon-two-hosts-", dir="/var/tmp"))
     base.chmod(0o755)
-    lab = Lab("rcn", 77).start()
+    # the hosts keep the software installed (the checkout and its virtualenv), wherever it is
+    lab = Lab("rcn", 77, keep=[REPO_ROOT]).start()
     started: list[Any] = []
     try:
         w1, w2, spark_host = lab.host("w1"), lab.host("w2"), lab.host("spark1")
