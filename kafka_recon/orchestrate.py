@@ -149,9 +149,15 @@ def held(run: Run, owner: str | None) -> Iterator[None]:
 
 @contextmanager
 def exclusive(run: Run) -> Iterator[None]:
-    """A command line run holds the window, renewed, from its first step to its last."""
+    """A command line run holds the window, renewed, from its first step to its last. At the
+    end it must still hold it: a store that stopped answering (or a lease that lapsed and was
+    taken) cannot vouch that no other run wrote the window meanwhile, so the answer becomes
+    inconclusive, naming why."""
+    import contextlib
     import os
     import socket
+
+    from kafka_recon.errors import ReconError, StoreUnreachable
 
     owner = f"process {os.getpid()} on {socket.gethostname()}"
     window = lease(run)
@@ -159,8 +165,17 @@ def exclusive(run: Run) -> Iterator[None]:
     try:
         with window.kept(owner):
             yield
+        try:
+            window.check(owner)
+        except ReconError as exc:
+            write_inconclusive(run, f"this run's hold on the window could not be confirmed at "
+                                    f"its end: {one_line(exc)}")
+            report(run)
+            raise
     finally:
-        window.release(owner)
+        # a store that does not answer: the lease lapses by itself
+        with contextlib.suppress(StoreUnreachable):
+            window.release(owner)
 
 
 def stage_tier(run: Run, tier_name: str) -> StagedTier:

@@ -210,52 +210,15 @@ def _kafka_extra(conn_id: str, conn_type: str | None, extra: Any, host: str | No
     return extra
 
 
-def _kafka_from_value(conn_id: str, value: str, var: str) -> dict[str, Any]:
-    """AIRFLOW_CONN_* of a Kafka connection, in JSON or URI form."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    text = value.strip()
-    fields = _json_form(conn_id, text, var)
-    if fields is not None:
-        return _kafka_extra(conn_id, fields.get("conn_type"), fields.get("extra", {}),
-                            fields.get("host"), fields.get("port"))
-    parts = urlsplit(text)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    extra: Any = query.pop("__extra__", None) or query
-    try:
-        port = parts.port
-    except ValueError:
-        raise ConnectionUnusable(f"connection '{conn_id}': {var} has a port that is not a "
-                          "number") from None
-    return _kafka_extra(conn_id, parts.scheme.replace("-", "_"), extra, parts.hostname, port)
-
-
 def resolve_kafka(conn: str) -> dict[str, Any]:
     """A kafka tier's connection: its librdkafka settings (and registry settings), found as
     `resolve` finds an SQL tier's. Inside an Airflow task every secret is masked in its log."""
     handed = os.environ.get(conn_env_var(conn))
-    if handed:
+    if handed:  # the settings themselves, as the task resolved them
         return _kafka_extra(conn, "kafka", handed)
-    if in_airflow_task():
-        from airflow.sdk import BaseHook
-
-        try:
-            c = BaseHook.get_connection(conn)
-        except Exception as exc:  # AirflowNotFoundException, a backend's own errors
-            raise ConnectionNotFound(f"connection '{conn}': Airflow does not know it "
-                                     f"({type(exc).__name__}: {exc})") from None
-        return _kafka_extra(conn, c.conn_type, c.extra_dejson, c.host, c.port)
-    var = airflow_env_var(conn)
-    value = os.environ.get(var)
-    if not value:
-        stored = _from_airflow_store(conn)
-        if stored is None:
-            raise ConnectionNotFound(f"connection '{conn}': not set as {var} nor known to "
-                                     "Airflow here (a Kafka connection: JSON with conn_type "
-                                     "'kafka' and a librdkafka dict as extra)")
-        return _kafka_extra(conn, stored.conn_type, stored.extra_dejson, stored.host,
-                            stored.port)
-    return _kafka_from_value(conn, value, var)
+    f = resolve_fields(conn, "a Kafka connection: JSON with conn_type 'kafka' and a librdkafka "
+                             "dict as extra")
+    return _kafka_extra(conn, f["conn_type"], f["extra"], f["host"], f["port"])
 
 
 # ------------------------------------------------------------------ other connections
@@ -288,14 +251,20 @@ def _fields_from_value(conn_id: str, value: str, var: str) -> dict[str, Any]:
                   "password": unquote(parts.password) if parts.password else None,
                   "schema": parts.path.lstrip("/") or None,
                   "extra": query.pop("__extra__", None) or query}
+        try:
+            fields["port"] = parts.port
+        except ValueError:
+            raise ConnectionUnusable(f"connection '{conn_id}': {var} has a port that is not a "
+                                     "number") from None
     out = {k: fields.get(k) for k in FIELDS}
     out["extra"] = _extra_dict(conn_id, out["extra"] or {})
     return out
 
 
-def resolve_fields(conn: str) -> dict[str, Any]:
+def resolve_fields(conn: str, kind: str = "") -> dict[str, Any]:
     """Any connection's fields (`FIELDS`, extra as a dict), found as `resolve` finds an SQL
-    tier's: handed to a Spark job, through Airflow in a task, else `AIRFLOW_CONN_<ID>`."""
+    tier's: handed to a Spark job, through Airflow in a task, else `AIRFLOW_CONN_<ID>`.
+    `kind` says what the connection should be, for the message when none is found."""
     handed = os.environ.get(conn_env_var(conn))
     if handed:
         return _fields_from_value(conn, handed, conn_env_var(conn))
@@ -315,7 +284,7 @@ def resolve_fields(conn: str) -> dict[str, Any]:
         stored = _from_airflow_store(conn)
         if stored is None:
             raise ConnectionNotFound(f"connection '{conn}': neither set as {var} nor known to "
-                                     "Airflow here")
+                                     "Airflow here" + (f" ({kind})" if kind else ""))
         c = stored
     return {"conn_type": c.conn_type, "host": c.host, "schema": c.schema, "login": c.login,
             "password": c.password, "port": c.port,

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.services.kafka import KafkaCluster
+from harness.services.postgres import PostgresServer
 from harness.services.s3 import S3Server
 from tests.integration.engine_harness import END, START, Scenario
 
@@ -108,10 +111,7 @@ def test_the_object_store_stopping_mid_run_ends_it_inconclusive_naming_the_store
     scn.flow_through(20)
     proc = start_run(scn, f"s3://recon_s3@{BUCKET}/runs/f/w2", env(s3, tmp_path))
     steps = s3.data / BUCKET / "runs" / "f" / "w2" / "steps"
-    deadline = time.monotonic() + 120
-    while not (steps.is_dir() and any(steps.iterdir())):  # the run has begun writing
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.05)
+    _begun(proc, steps)
     s3.kill()
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 2, (stdout, stderr)
@@ -121,3 +121,39 @@ def test_the_object_store_stopping_mid_run_ends_it_inconclusive_naming_the_store
     assert "Traceback" not in stderr
     # nothing in the bucket reads as an answer: no result was written
     assert not (steps.parent / "result.json").exists()
+
+
+def _begun(proc: subprocess.Popen[str], steps: Path) -> None:
+    """Until the run has journalled its first step in the bucket."""
+    deadline = time.monotonic() + 120
+    while not (steps.is_dir() and any(steps.iterdir())):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+
+
+def test_kafka_recons_store_stopping_mid_run_ends_it_inconclusive_naming_it(
+        kafka: KafkaCluster, s3: S3Server, tmp_path: Path) -> None:
+    """The store holds the window's lease: a run that cannot confirm it still holds the window
+    cannot vouch that no other run wrote it meanwhile."""
+    base = Path(tempfile.mkdtemp(prefix="kafka-recon-pg-midrun-"))
+    pg = PostgresServer(base).start()
+    try:
+        store = pg.create_database("recon_store")
+        scn = Scenario(tmp_path, kafka.bootstrap)
+        scn.flow_through(20)
+        environ = {**env(s3, tmp_path), "KAFKA_RECON_STORE": store,
+                   "KAFKA_RECON_LEASE_SECONDS": "10"}
+        proc = start_run(scn, f"s3://recon_s3@{BUCKET}/runs/f/w3", environ)
+        folder = s3.data / BUCKET / "runs" / "f" / "w3"
+        _begun(proc, folder / "steps")
+        pg.stop()
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        pg.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    named = f"kafka-recon's store (postgresql at 127.0.0.1:{pg.port}/recon_store) did not answer"
+    assert proc.returncode == 2, (stdout, stderr)
+    assert "INCONCLUSIVE - " in stdout and named in stdout, stdout
+    assert "Traceback" not in stderr
+    result = json.loads((folder / "result.json").read_text())
+    assert result["status"] == "inconclusive" and any(named in r for r in result["reasons"])
