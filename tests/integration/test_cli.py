@@ -250,8 +250,10 @@ def test_two_runs_of_one_window_never_interleave(kafka: KafkaCluster, tmp_path: 
         import time
 
         deadline = time.monotonic() + 120
-        while not (out / "steps.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)  # the first run has begun: it holds the window
+        # the first run has journalled a step: it holds the window
+        while not (out / "steps").is_dir() or not any((out / "steps").iterdir()):
+            assert time.monotonic() < deadline, "the first run never began"
+            time.sleep(0.2)
         second = run(scn.config, out)
         assert second.returncode == 2, second.stderr[-2000:]
         assert "another run of this window is under way (process " in second.stderr

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.integration
 LOST = {7, 23}
 BUCKET = "recon-runs"
 DAILY, ADHOC = "recon__f", "recon_adhoc"
-LEASE_SECONDS = 15  # a dead host's window is free again this soon
+LEASE_SECONDS = 10  # a dead host's window is free again this soon (the least allowed)
 
 
 @dataclass
@@ -249,7 +249,7 @@ def test_the_daily_dag_on_two_celery_hosts_holds_its_window_survives_a_dead_host
     dead.kill()
 
     # its lease expires (nothing renews it); a re-run of the window then holds it and finishes
-    time.sleep(LEASE_SECONDS + 5)
+    time.sleep(LEASE_SECONDS + 3)
     code, rerun = h.airflow.api("POST", f"/dags/{ADHOC}/dagRuns",
                                 {"logical_date": None, "conf": {**adhoc_conf, "email": True}})
     assert code == 200, rerun
