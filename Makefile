@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 UV     := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
-# the slowest tests are listed after each tier: where `make test`'s 35 minutes go (7 of them
+# the slowest tests are listed after each tier: where `make test`'s 40 minutes go (7 of them
 # are the live-scheduler test's three 3-minute windows)
 PYTEST_ARGS ?= --durations=15
 
