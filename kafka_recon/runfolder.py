@@ -90,11 +90,6 @@ def window_folder_name(window: Window) -> str:
     return "_".join(window.as_json().values()).replace(":", "")
 
 
-def local(path: Path | UPath) -> bool:
-    """A path on this host's disk (a plain path, or fsspec's local one, which is one too)."""
-    return isinstance(path, Path)
-
-
 def write_bytes(path: Path | UPath, data: bytes) -> None:
     """Whole or not at all: a reader never sees half a file, a re-run replaces it."""
     if not isinstance(path, Path):  # an object is written by one PUT: no half of it to see
@@ -188,7 +183,8 @@ class RunFolder:
 
     @property
     def local(self) -> bool:
-        return local(self.path)
+        """On this host's disk (a plain path, or fsspec's local one, which is one too)."""
+        return isinstance(self.path, Path)
 
     # ------------------------------------------------------------------ the files
     def file(self, key: str) -> UPath:

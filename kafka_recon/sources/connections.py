@@ -195,16 +195,7 @@ def _kafka_extra(conn_id: str, conn_type: str | None, extra: Any, host: str | No
     if conn_type and conn_type.lower() != "kafka":
         raise ConnectionUnusable(f"connection '{conn_id}': type {conn_type!r} is not a Kafka "
                           "connection (type 'kafka', its extra a librdkafka config dict)")
-    if isinstance(extra, str):
-        try:
-            extra = json.loads(extra) if extra.strip() else {}
-        except ValueError as exc:
-            raise ConnectionUnusable(f"connection '{conn_id}': its extra is not valid JSON: "
-                              f"{exc}") from None
-    if not isinstance(extra, dict):
-        raise ConnectionUnusable(f"connection '{conn_id}': its extra must be a JSON object of "
-                          "librdkafka settings")
-    extra = dict(extra)
+    extra = _extra_dict(conn_id, extra, " of librdkafka settings")
     if "bootstrap.servers" not in extra and host:
         extra["bootstrap.servers"] = f"{host}:{port}" if port else host
     return extra
@@ -225,7 +216,9 @@ def resolve_kafka(conn: str) -> dict[str, Any]:
 FIELDS = ("conn_type", "host", "schema", "login", "password", "port", "extra")
 
 
-def _extra_dict(conn_id: str, extra: Any) -> dict[str, Any]:
+def _extra_dict(conn_id: str, extra: Any, of: str = "") -> dict[str, Any]:
+    """A connection's extra as a dict (Airflow gives it as JSON text or already parsed); `of`
+    says what the object should hold, for the message."""
     if isinstance(extra, str):
         try:
             extra = json.loads(extra) if extra.strip() else {}
@@ -233,7 +226,7 @@ def _extra_dict(conn_id: str, extra: Any) -> dict[str, Any]:
             raise ConnectionUnusable(f"connection '{conn_id}': its extra is not valid JSON: "
                                      f"{exc}") from None
     if not isinstance(extra, dict):
-        raise ConnectionUnusable(f"connection '{conn_id}': its extra must be a JSON object")
+        raise ConnectionUnusable(f"connection '{conn_id}': its extra must be a JSON object{of}")
     return dict(extra)
 
 

@@ -139,7 +139,3 @@ def for_spark() -> dict[str, str]:
     conn = _conn()
     return handed_fields([conn]) if conn else {}
 
-
-def secrets(path: UPath) -> list[str]:
-    """What a log must never show of this store's options."""
-    return [str(v) for k, v in path.storage_options.items() if k in ("secret", "token") and v]
