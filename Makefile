@@ -7,11 +7,11 @@ PY     := $(VENV)/bin/python
 UV     := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
-# the slowest tests are listed after each tier: where `make test`'s 40 minutes go (7 of them
-# are the live-scheduler test's three 3-minute windows)
+# the slowest tests are listed after each tier: where `make test`'s 40 minutes go (5 of them
+# are the live-scheduler test's three 2-minute windows)
 PYTEST_ARGS ?= --durations=15
 
-.PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus redis
+.PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus redis mariadb
 
 all: setup
 
@@ -30,6 +30,10 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	# compat mode: the repo root goes on sys.path, so new modules need no reinstall
 	$(UV) pip install -q --python $(PY) --no-deps -e . --config-settings editable_mode=compat
 	$(PY) -m compileall -q kafka_recon
+	# a registry whose answers uv must always revalidate (a mirror without ETags, as here) gets a
+	# new cache entry for every download and every sdist build (pyspark's: 1.3 GB each); the
+	# old ones are unreachable and were filling the disk, so they go
+	$(UV) cache prune -q
 	touch $@
 
 jars: .jars/.installed
@@ -127,6 +131,13 @@ redis:
 	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || \
 	  { echo "redis-server not found: apt-get install redis-server (Debian's package)"; exit 2; }
 
+# MySQL-family tiers are tested against Debian's MariaDB (its own server per test, no service)
+mariadb:
+	@command -v mariadbd >/dev/null || test -x /usr/sbin/mariadbd || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null; } || \
+	  { echo "mariadbd not found: apt-get install mariadb-server (Debian's package)"; exit 2; }
+
 # the metrics test has Debian's Prometheus scrape the plugin
 prometheus:
 	@command -v prometheus >/dev/null || \
@@ -135,7 +146,7 @@ prometheus:
 
 # under make test a missing chromium fails the screenshot test instead of skipping it, and a
 # class archive setup could not make fails its test instead of being made there
-test: setup postgres chromium prometheus redis
+test: setup postgres chromium prometheus redis mariadb
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
 	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
@@ -143,7 +154,7 @@ test: setup postgres chromium prometheus redis
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test-integration: setup postgres chromium prometheus redis
+test-integration: setup postgres chromium prometheus redis mariadb
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
 	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
 

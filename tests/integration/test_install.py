@@ -100,6 +100,9 @@ def installed(request: pytest.FixtureRequest, wheel: Path,
     _sh(["sh", str(REPO_ROOT / "docker" / "install.sh"), str(venv / "bin" / "python"),
          str(wheel), airflow, str(constraints(request.param, root))],
         env={**os.environ, "PATH": f"{TOOLS}{os.pathsep}{os.environ['PATH']}"})
+    # each install leaves uv's cache a new pyspark build (1.3 GB) when the registry's answers
+    # must be revalidated; the superseded ones are unreachable: 60 GB of them filled CI's disk
+    _sh([str(TOOLS / "uv"), "cache", "prune", "-q"])
     return Install(request.param, venv, work)
 
 

@@ -1,9 +1,9 @@
-"""The way kafka-recon is deployed: Airflow's own scheduler runs a 3-minute flow's DAG while
+"""The way kafka-recon is deployed: Airflow's own scheduler runs a 2-minute flow's DAG while
 its pipeline keeps writing (api-server, scheduler, dag-processor and triggerer, LocalExecutor,
 a PostgreSQL metadata database; no `airflow dags test`, no backfill).
 
 Each window's run starts at the window's end and waits, deferred in the triggerer, for the
-window's closing time (end + grace 1m + disorder 10s); then counts. Two scheduled windows whose
+window's closing time (end + grace 40s + disorder 10s); then counts. Two scheduled windows whose
 records reached every tier end ok; the third window, whose sink lost three rows, fails at once
 (no retry, though the shipped retries are on) and its mail names exactly those ids.
 Every setting is the shipped default except the flow's window, grace and disorder.
@@ -30,10 +30,12 @@ pytestmark = pytest.mark.integration
 
 FLOW = "live"
 DAG = f"recon__{FLOW}"
-# 3 minutes: the shortest window whose run (about 90 s of Spark on a busy 2-core machine) ends
-# before the next window's; three windows take make test about 7 minutes
-WINDOW = timedelta(minutes=3)
-CLOSING = timedelta(minutes=1, seconds=10)  # grace 1m + disorder 10s
+# 2 minutes: the shortest window whose run (about 90 s of Spark on a busy 2-core machine) ends
+# before the next window's closes and its run starts; three windows take make test about 5
+# minutes. Grace 40 s: the pipeline's rows reach the sink within seconds, and the test needs
+# the time between the third window's end and its closing to take rows from its sink
+WINDOW = timedelta(minutes=2)
+CLOSING = timedelta(seconds=50)  # grace 40s + disorder 10s
 LOST = 3
 
 
@@ -73,7 +75,7 @@ def live(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFa
     mail = MailCatcher(work / "mail").start()
     pipeline = LivePipeline(work / "pipeline", kafka.bootstrap, topic="live_orders")
     config = work / "flows.yaml"
-    config.write_text(pipeline.flow_yaml(FLOW, window="3m", grace="1m", disorder="10s"))
+    config.write_text(pipeline.flow_yaml(FLOW, window="2m", grace="40s", disorder="10s"))
     servers = AirflowServers(
         work / "airflow",
         airflow_env(work / "airflow", smtp_port=mail.port, extra={
