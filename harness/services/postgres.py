@@ -32,10 +32,13 @@ def pg_bin(tool: str) -> str:
 
 
 class PostgresServer(Service):
-    def __init__(self, base_dir: Path | str, port: int | None = None, host: str = HOST) -> None:
+    def __init__(self, base_dir: Path | str, port: int | None = None, host: str = HOST,
+                 tls: bool = False) -> None:
         """`host`: the address it listens on (loopback; a lab's bridge address, whose /24 is
-        then trusted too, for hosts in network namespaces: harness.services.lab)."""
-        self.host = host
+        then trusted too, for hosts in network namespaces: harness.services.lab). `tls`: a
+        self-signed certificate (`ca` is its file), and every TCP connection without TLS
+        refused, so a client that does not ask for TLS fails."""
+        self.host, self.tls = host, tls
         self.base_dir = Path(base_dir).resolve()
         self.data = self.base_dir / "data"
         self.port = ensure_free(port, "postgresql") if port else free_port()
@@ -68,12 +71,37 @@ class PostgresServer(Service):
                 subnet = self.host.rsplit(".", 1)[0] + ".0/24"
                 with (self.data / "pg_hba.conf").open("a") as hba:
                     hba.write(f"host all all {subnet} trust\n")
+            if self.tls:
+                self._make_tls()
         self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.base_dir / "log"),
                    "-w", "-t", "60", "start", "-o",
                    f"-p {self.port} -k {self.base_dir} -c listen_addresses={self.host} "
                    "-c fsync=off"])
         wait_open(self.port, 30, "postgresql", self.host)
         return self
+
+    @property
+    def ca(self) -> Path:
+        return self.data / "server.crt"
+
+    def _make_tls(self) -> None:
+        done = subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+             "-subj", f"/CN={self.host}", "-addext", f"subjectAltName=IP:{self.host}",
+             "-keyout", str(self.data / "server.key"), "-out", str(self.ca)],
+            capture_output=True, text=True, check=False, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"openssl req failed: {done.stderr.strip()}")
+        os.chmod(self.data / "server.key", 0o600)
+        os.chmod(self.ca, 0o644)
+        if os.geteuid() == 0:
+            for f in ("server.key", "server.crt"):
+                shutil.chown(self.data / f, "postgres", "postgres")
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write("ssl = on\n")
+        hba = self.data / "pg_hba.conf"
+        # first match wins: TCP without TLS is refused before any trust line is reached
+        hba.write_text("hostnossl all all all reject\n" + hba.read_text())
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():

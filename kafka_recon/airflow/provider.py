@@ -18,6 +18,8 @@ from kafka_recon.settings import SECTION, SETTINGS
 CONNECTION_TYPES_USED = (
     ("kafka", "a kafka tier's `conn`: the librdkafka settings (apache-kafka provider)"),
     ("postgres", "a sql tier's `conn`, or the history store"),
+    ("mysql", "a sql tier's `conn` (MySQL or MariaDB)"),
+    ("mariadb", "a sql tier's `conn` (MariaDB)"),
     ("sqlite", "a sql tier's `conn`, or the history store"),
     ("spark", "`spark_default`: the master spark-submit sends each Spark step to"),
     ("smtp", "`smtp_default`: the mail that carries a run's report to its owners"),

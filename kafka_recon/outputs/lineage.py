@@ -66,15 +66,21 @@ def _sql(tier: SqlTier) -> list[LineageDataset]:
     from sqlalchemy.engine import make_url
 
     from kafka_recon.sources.connections import resolve
+    from kafka_recon.sources.dialects import lineage_namespace
 
-    url = make_url(resolve(tier.conn))
+    resolved = resolve(tier.conn)
+    url = make_url(resolved)
     sql = tier.ids or tier.counts or ""
-    if url.get_backend_name() == "sqlite":
+    namespace = lineage_namespace(resolved)
+    if namespace is None:  # SQLite: a file
         where = f"sqlite:{Path(url.database or '').resolve()}"
         return [LineageDataset(where, name, tier.name)
                 for _db, _schema, name in _tables(sql, "sqlite")]
-    where = f"postgres://{url.host}:{url.port or 5432}"
-    return [LineageDataset(where, f"{db or url.database}.{schema or 'public'}.{name}", tier.name)
+    if namespace.startswith("mysql:"):  # OpenLineage names a MySQL table database.table
+        return [LineageDataset(namespace, f"{db or schema or url.database}.{name}", tier.name)
+                for db, schema, name in _tables(sql, "mysql")]
+    return [LineageDataset(namespace, f"{db or url.database}.{schema or 'public'}.{name}",
+                           tier.name)
             for db, schema, name in _tables(sql, "postgres")]
 
 

@@ -1,12 +1,16 @@
 """A SQL tier's `conn:`, resolved to an SQLAlchemy URL the way a user of Airflow expects.
 
-- a URL (`postgresql://...`, `sqlite:///...`) is used as it is;
+- a URL (`postgresql://...`, `mysql://...`, `sqlite:///...`) is used as it is, with the driver
+  kafka-recon bundles (psycopg2, PyMySQL);
 - inside an Airflow task, a connection id is resolved through Airflow itself: its metadata
   database, `AIRFLOW_CONN_*` variables and any secrets backend, in Airflow's order;
 - a Spark job started by such a task finds the connection its task resolved in
   `KAFKA_RECON_CONN_<ID>` (never on the spark-submit command line);
 - anywhere else (the command line, tests), `AIRFLOW_CONN_<ID>` in either of Airflow's forms:
   a URI or JSON (`{"conn_type": "postgres", "host": ..., "login": ..., "password": ...}`).
+
+A connection's fields become a URL by its type's row in `kafka_recon.sources.dialects`, which
+keeps the extras its driver takes (TLS modes and certificates, options).
 
 Whatever cannot be resolved, parsed or driven is a `ConnectionUnusable` naming the connection: the
 run is inconclusive, never a traceback.
@@ -22,12 +26,7 @@ from typing import Any
 
 from kafka_recon.errors import ConnectionNotFound, ConnectionUnusable
 from kafka_recon.settings import conn_env_var
-
-SUPPORTED = ("sqlite", "postgresql")
-# every PostgreSQL session kafka-recon opens reads and writes times in UTC, whatever the server's,
-# database's or role's default zone: the window is bound as UTC
-UTC_SESSION = "-c TimeZone=UTC"
-_POSTGRES_TYPES = ("postgres", "postgresql")
+from kafka_recon.sources.dialects import of_url, url_from_fields, with_bundled_driver
 
 
 def airflow_env_var(conn_id: str) -> str:
@@ -38,32 +37,6 @@ def in_airflow_task() -> bool:
     """True inside a task run by Airflow's task runner (it talks to its supervisor)."""
     runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
     return getattr(runner, "SUPERVISOR_COMMS", None) is not None
-
-
-def url_from_fields(conn_id: str, conn_type: str | None, host: str | None = None,
-                    schema: str | None = None, login: str | None = None,
-                    password: str | None = None, port: int | str | None = None) -> str:
-    """An SQLAlchemy URL from the fields of an Airflow connection."""
-    from sqlalchemy.engine import URL
-
-    kind = (conn_type or "").lower()
-    if kind in _POSTGRES_TYPES:
-        try:
-            port_n = int(port) if port not in (None, "") else None
-        except (TypeError, ValueError):
-            raise ConnectionUnusable(
-                f"connection '{conn_id}': port {port!r} is not a number") from None
-        return URL.create("postgresql+psycopg2", username=login or None,
-                          password=password or None, host=host or None, port=port_n,
-                          database=schema or None).render_as_string(hide_password=False)
-    if kind == "sqlite":
-        path = host or schema
-        if not path:
-            raise ConnectionUnusable(f"connection '{conn_id}': a sqlite connection needs the file "
-                              "in 'host'")
-        return f"sqlite:///{path}"
-    raise ConnectionUnusable(f"connection '{conn_id}': type {conn_type!r} is not supported "
-                      f"(supported: {', '.join(SUPPORTED)})")
 
 
 def _json_form(conn_id: str, text: str, var: str) -> dict[str, Any] | None:
@@ -86,7 +59,14 @@ def _from_airflow_value(conn_id: str, value: str, var: str) -> str:
     fields = _json_form(conn_id, text, var)
     if fields is not None:
         known = ("conn_type", "host", "schema", "login", "password", "port")
-        return url_from_fields(conn_id, **{k: fields.get(k) for k in known})
+        return url_from_fields(conn_id, **{k: fields.get(k) for k in known},
+                               extra=_extra_dict(conn_id, fields.get("extra") or {}))
+    if re.match(r"^(postgres(ql)?|mysql|mariadb)://", text):
+        # Airflow's URI form: its query is the connection's extra (or `__extra__`, JSON), of
+        # which the driver gets what it takes
+        f = _fields_from_value(conn_id, text, var)
+        return url_from_fields(conn_id, **{k: f[k] for k in FIELDS if k != "extra"},
+                               extra=f["extra"])
     return text
 
 
@@ -98,24 +78,20 @@ def _through_airflow(conn_id: str) -> str:
     except Exception as exc:  # AirflowNotFoundException, a backend's own errors
         raise ConnectionNotFound(f"connection '{conn_id}': Airflow does not know it "
                                  f"({type(exc).__name__}: {exc})") from None
-    return url_from_fields(conn_id, c.conn_type, c.host, c.schema, c.login, c.password, c.port)
+    return url_from_fields(conn_id, c.conn_type, c.host, c.schema, c.login, c.password, c.port,
+                           _extra_dict(conn_id, c.extra_dejson))
 
 
 def normalise(url: str, conn_id: str | None = None) -> str:
-    """Airflow spells PostgreSQL `postgres://`; SQLAlchemy 2 reads a bare `postgresql://` as
-    psycopg 3, while the driver shipped is psycopg2."""
-    from sqlalchemy.engine import make_url
+    """The URL with kafka-recon's bundled driver, checked to name a database it reads."""
     from sqlalchemy.exc import ArgumentError
 
-    url = re.sub(r"^postgres(ql)?://", "postgresql+psycopg2://", url)
+    url = with_bundled_driver(url)
     name = f"connection '{conn_id}'" if conn_id else "connection"
     try:
-        backend = make_url(url).get_backend_name()
+        of_url(url, name)
     except (ArgumentError, ValueError):  # a malformed URL, a port that is not a number
         raise ConnectionUnusable(f"{name}: not a database URL: {redact(url)}") from None
-    if backend not in SUPPORTED:
-        raise ConnectionUnusable(f"{name}: no driver is bundled for '{backend}' "
-                          f"(supported: {', '.join(SUPPORTED)})")
     return url
 
 
@@ -151,7 +127,8 @@ def resolve(conn: str) -> str:
             raise ConnectionNotFound(f"connection '{conn}': neither a URL, nor set as {var}, "
                                      "nor known to Airflow here")
         return normalise(url_from_fields(conn, c.conn_type, c.host, c.schema, c.login,
-                                         c.password, c.port), conn)
+                                         c.password, c.port, _extra_dict(conn, c.extra_dejson)),
+                         conn)
     return normalise(_from_airflow_value(conn, value, var), conn)
 
 

@@ -8,58 +8,20 @@ query per slice, run in parallel by the executors).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from kafka_recon.config import SqlTier
-from kafka_recon.errors import JdbcError
-from kafka_recon.sources.connections import UTC_SESSION, resolve
+from kafka_recon.sources.connections import resolve
+from kafka_recon.sources.dialects import id_as_text, jdbc_source
 from kafka_recon.window import Window
 
 if TYPE_CHECKING:  # Spark is handed in by the step that reads: the sources never start one
     from pyspark.sql import DataFrame, SparkSession
 
-# rows per round trip when a driver would otherwise fetch a whole result at once
-FETCH_ROWS = 10_000
-
-
-@dataclass(frozen=True)
-class JdbcSource:
-    url: str
-    properties: dict[str, str]
-
-
-def jdbc_source(sqlalchemy_url: str) -> JdbcSource:
-    from sqlalchemy.engine import make_url
-
-    u = make_url(sqlalchemy_url)
-    backend = u.get_backend_name()
-    if backend == "sqlite":
-        if not u.database or u.database == ":memory:":
-            raise JdbcError(f"{sqlalchemy_url}: an in-memory SQLite database cannot be shared "
-                            "with Spark; give a file")
-        return JdbcSource(f"jdbc:sqlite:{u.database}", {"driver": "org.sqlite.JDBC"})
-    if backend == "postgresql":
-        # the window is bound as UTC times: a session in another zone (the server's or the
-        # role's default) would read them, and timestamptz columns, hours off. PostgreSQL's
-        # driver holds a query's whole result in memory unless it fetches through a cursor:
-        # with a fetch size Spark reads each slice in batches (its dialect turns autocommit
-        # off for that), so a slice of millions of ids does not have to fit in a task's heap
-        props = {"driver": "org.postgresql.Driver", "options": UTC_SESSION,
-                 "fetchsize": str(FETCH_ROWS)}
-        if u.username:
-            props["user"] = u.username
-        if u.password:
-            props["password"] = str(u.password)
-        return JdbcSource(f"jdbc:postgresql://{u.host or 'localhost'}:{u.port or 5432}/"
-                          f"{u.database or ''}", props)
-    raise JdbcError(f"{u.render_as_string(hide_password=True)}: no JDBC driver is bundled for "
-                    f"'{backend}' (supported: sqlite, postgresql)")
-
-
 def _literal(t: datetime) -> str:
-    # naive UTC text: compares right with SQLite text columns and casts to PostgreSQL timestamps
+    # naive UTC text: compares right with SQLite text columns and casts to PostgreSQL's and
+    # MySQL's times (every session is in UTC: kafka_recon.sources.dialects)
     return "'" + t.strftime("%Y-%m-%d %H:%M:%S") + "'"
 
 
@@ -91,9 +53,10 @@ def read_ids(spark: SparkSession, tier: SqlTier, window: Window, slices: int) ->
     the database casts it (a JDBC driver would read a SQLite INTEGER as a 32-bit int and a
     NUMERIC as a double, cutting 64-bit and longer ids) and Spark is told so (the SQLite
     driver types an expression column NUMERIC). The event time is as the database gives it."""
-    src = jdbc_source(resolve(tier.conn))
+    url = resolve(tier.conn)
+    src = jdbc_source(url)
     start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
-    table = (f"(SELECT CAST(id AS TEXT) AS id, event_time FROM "
+    table = (f"(SELECT CAST(id AS {id_as_text(url)}) AS id, event_time FROM "
              f"({bind_window(tier.ids or '', start, end)}) kafka_recon_ids) kafka_recon_q")
     return spark.read.jdbc(src.url, table, predicates=slice_predicates(window, slices),
                            properties={**src.properties, "customSchema": "id STRING"})

@@ -16,7 +16,8 @@ from typing import Any
 from kafka_recon.config import SqlTier
 from kafka_recon.errors import ConnectionUnusable, SqlTierError
 from kafka_recon.runfiles.stage import StagedPoint
-from kafka_recon.sources.connections import UTC_SESSION, resolve, where
+from kafka_recon.sources.connections import resolve, where
+from kafka_recon.sources.dialects import session_args
 from kafka_recon.window import Window
 
 
@@ -33,10 +34,8 @@ def _engine(tier: SqlTier) -> tuple[Any, str]:
     # SQLite would silently create an empty file where a database was expected
     if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).exists():
         raise SqlTierError(f"tier '{tier.name}': sqlite file {u.database} does not exist")
-    connect_args = {"connect_timeout": 10, "options": UTC_SESSION} \
-        if u.get_backend_name() == "postgresql" else {}
     try:
-        return create_engine(url, connect_args=connect_args), url
+        return create_engine(url, connect_args=session_args(url)), url
     except (SQLAlchemyError, ImportError) as exc:  # a driver that is not installed
         raise SqlTierError(f"tier '{tier.name}' ({where(url)}): {exc}") from None
 

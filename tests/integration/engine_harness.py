@@ -47,6 +47,13 @@ flows:
 """
 
 
+def _time_type(url: str) -> str:
+    """A time column in the database of `url` (SQLite keeps times as text)."""
+    if url.startswith("postgres"):
+        return "TIMESTAMP"
+    return "DATETIME" if url.startswith(("mysql", "mariadb")) else "TEXT"
+
+
 def at(minutes: float) -> datetime:
     return START + timedelta(minutes=minutes)
 
@@ -74,10 +81,10 @@ class Scenario:
         self.up, self.down = self.tmp / "up.db", self.tmp / "down.db"
         self.up_url = self.up_url or f"sqlite:///{self.up}"
         self.down_url = self.down_url or f"sqlite:///{self.down}"
-        ts = "TIMESTAMP" if self.up_url.startswith("postgres") else "TEXT"
-        self._sql(self.up_url, f"CREATE TABLE src (id INTEGER PRIMARY KEY, ts {ts})")
-        ts = "TIMESTAMP" if self.down_url.startswith("postgres") else "TEXT"
-        self._sql(self.down_url, f"CREATE TABLE dst (id INTEGER, ts {ts})")  # dups possible
+        self._sql(self.up_url,
+                  f"CREATE TABLE src (id INTEGER PRIMARY KEY, ts {_time_type(self.up_url)})")
+        # dups possible
+        self._sql(self.down_url, f"CREATE TABLE dst (id INTEGER, ts {_time_type(self.down_url)})")
         self.config = self.tmp / "flows.yaml"
         self.config.write_text(FLOW.format(up=self.up_url, down=self.down_url,
                                            bootstrap=self.bootstrap, topic=self.topic,

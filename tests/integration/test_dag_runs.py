@@ -1,14 +1,19 @@
-"""The daily DAG run by Airflow itself (`airflow dags test`): a SQL connection and a Kafka
-connection (SASL_SSL, SCRAM) Airflow holds in its metadata database reach every client, Spark
-included, with their passwords in no log, no command line, no rendered field, no file of the
-run, no mail and no lineage event; the Spark task's OpenLineage events (the provider's file
-transport) name the topic, the tables and the result; and a re-run that fails half-way is
-reported as the inconclusive run it is, never as the previous run's answer."""
+"""The daily DAG run by Airflow itself (`airflow dags test`) of a flow PostgreSQL -> topic ->
+MariaDB: the upstream's connection (TLS required by the server: `sslmode` in its extra), the
+sink's (type mysql, MariaDB's server) and a Kafka connection (SASL_SSL, SCRAM), all held in
+Airflow's metadata database, reach every client, Spark included, with their passwords in no
+log, no command line, no rendered field, no file of the run, no mail and no lineage event; the
+Spark task's OpenLineage events (the provider's file transport) name the topic, the tables and
+the result; and a re-run that fails half-way is reported as the inconclusive run it is, never
+as the previous run's answer."""
 
 from __future__ import annotations
 
+import csv
 import json
+import shutil
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +26,8 @@ from sqlalchemy.engine import make_url
 from harness.services.airflow import airflow, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.kafka_security import USERS, grant, reader_acls
+from harness.services.mariadb import MariaDBServer
+from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher, read_maildir
 from tests.integration.engine_harness import END, START, Scenario
 
@@ -37,7 +44,8 @@ class DagRun:
     mail: Path
     out: Path
     scn: Scenario
-    sink: Any  # the sink's URL (sqlalchemy)
+    up: Any  # the upstream's URL (sqlalchemy): PostgreSQL, TLS only
+    sink: Any  # the sink's URL (sqlalchemy): MariaDB
     bootstrap: str  # the SASL_SSL listener the Kafka connection names
     store: Any  # kafka-recon's store (sqlalchemy URL): PostgreSQL, named by a connection
 
@@ -56,24 +64,39 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
         ) -> Iterator[DagRun]:
     work = tmp_path_factory.mktemp("dagrun")
     password = f"pw-{uuid.uuid4().hex}"
-    sink = make_url(postgres.create_database("dag_sink")).set(password=password)
+    # the upstream's server refuses any connection without TLS (outside pytest's private
+    # folder: it runs as the postgres user); the sink's keeps its data apart from `work`, whose
+    # files are searched for the password
+    tls_pg = PostgresServer(Path(tempfile.mkdtemp(prefix="kafka-recon-pgtls-")), tls=True)
+    maria = MariaDBServer(tmp_path_factory.mktemp("mariadb"), password=password)
+    tls_pg.start()
+    maria.start()
+    up = make_url(tls_pg.create_database("dag_up")).set(password=password,
+                                                         query={"sslmode": "require"})
+    sink = make_url(maria.create_database("dag_sink"))
     # kafka-recon's own store (history, leases, snapshots) in PostgreSQL, through a connection
     store = make_url(postgres.create_database("dag_store")).set(password=password)
-    scn = Scenario(work, kafka.bootstrap, down_url=sink.render_as_string(hide_password=False),
+    scn = Scenario(work, kafka.bootstrap, up_url=up.render_as_string(hide_password=False),
+                   down_url=sink.render_as_string(hide_password=False),
                    kafka_conn="kafka_prod")
     scn.flow_through(40, sink_lacks=LOST, every=10)
     assert kafka.security is not None
     grant(kafka.bootstrap, "recon", reader_acls(scn.topic, []))
     # the flow names connection ids; only Airflow's metadata database knows them
-    scn.config.write_text(scn.config.read_text().replace(str(scn.down_url), "sink_pg"))
+    scn.config.write_text(scn.config.read_text().replace(str(scn.up_url), "up_pg")
+                          .replace(str(scn.down_url), "sink_maria"))
     mail = MailCatcher(work / "mail").start()
     env = airflow_env(work / "airflow", smtp_port=mail.port, extra={
         "KAFKA_RECON_CONFIG": str(scn.config), "KAFKA_RECON_OUT": str(work / "runs"),
         "KAFKA_RECON_STORE": "recon_store"})
     conns = work / "conns.json"
-    conns.write_text(json.dumps({"sink_pg": {
-        "conn_type": "postgres", "host": sink.host, "port": sink.port, "schema": sink.database,
-        "login": sink.username, "password": password},
+    conns.write_text(json.dumps({"up_pg": {
+        "conn_type": "postgres", "host": up.host, "port": up.port, "schema": up.database,
+        "login": up.username, "password": password,
+        "extra": json.dumps({"sslmode": "require", "cursor": "dictcursor"})},
+        "sink_maria": {
+        "conn_type": "mysql", "host": sink.host, "port": sink.port, "schema": sink.database,
+        "login": sink.username, "password": password, "extra": json.dumps({"charset": "utf8mb4"})},
         "recon_store": {"conn_type": "postgres", "host": store.host, "port": store.port,
                         "schema": store.database, "login": store.username,
                         "password": password},
@@ -84,10 +107,13 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
             assert airflow(args, env, work / "setup.log").returncode == 0, work / "setup.log"
         conns.unlink()
         window = f"{START:%Y-%m-%dT%H%M%SZ}_{END:%Y-%m-%dT%H%M%SZ}"
-        yield DagRun(work, env, password, work / "mail", work / "runs" / "f" / window, scn, sink,
-                     kafka.sasl_bootstrap, store)
+        yield DagRun(work, env, password, work / "mail", work / "runs" / "f" / window, scn, up,
+                     sink, kafka.sasl_bootstrap, store)
     finally:
         mail.stop()
+        maria.stop()
+        tls_pg.stop()
+        shutil.rmtree(tls_pg.base_dir, ignore_errors=True)
 
 
 def _files_holding(root: Path, secret: str) -> list[str]:
@@ -112,10 +138,13 @@ def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
     result = dag.result()
     assert first_run != 0, "findings end the run red"
     assert result["status"] == "findings", result["reasons"]
-    sink = next(t for t in result["tiers"] if t["name"] == "sink")
-    assert sink["count"] == 40 - len(LOST), "Spark read the sink through the connection"
+    # every tier read through its connection: the upstream over TLS, the sink from MariaDB
+    assert [(t["name"], t["count"]) for t in result["tiers"]] == [
+        ("db", 40), ("topic", 40), ("sink", 40 - len(LOST))]
     [loss] = [f for f in result["findings"] if f["kind"] == "loss"]
     assert (loss["hop"], loss["count"]) == ("topic->sink", len(LOST))
+    with (dag.out / loss["ids"]).open(newline="", encoding="utf-8") as fh:
+        assert {int(r["id"]) for r in csv.DictReader(fh)} == LOST, "exactly the lost ids"
 
     log = (dag.work / "first.log").read_text()
     assert "Spark-Submit cmd" in log and "kafka-recon-replay_reconcile-f" in log
@@ -143,9 +172,9 @@ def test_the_lineage_of_the_task_and_of_its_spark_job_names_the_topic_and_tables
     ins = {(d["namespace"], d["name"]) for d in done["inputs"]}
     first = dag.bootstrap.split(",")[0]
     assert ins == {
-        (f"sqlite:{dag.scn.up.resolve()}", "src"),
+        (f"postgres://{dag.up.host}:{dag.up.port}", f"{dag.up.database}.public.src"),
         (f"kafka://{first}", dag.scn.topic),
-        (f"postgres://{dag.sink.host}:{dag.sink.port}", f"{dag.sink.database}.public.dst")}, ins
+        (f"mysql://{dag.sink.host}:{dag.sink.port}", f"{dag.sink.database}.dst")}, ins
     assert [(d["namespace"], d["name"]) for d in done["outputs"]] == [
         ("file", str(dag.out / "result.json"))]
     assert done["inputs"][0]["facets"]["documentation"]["description"].endswith("flow 'f'")
@@ -157,8 +186,10 @@ def test_the_lineage_of_the_task_and_of_its_spark_job_names_the_topic_and_tables
     assert app["job"]["namespace"] == "kafka-recon-test"
     plans = [e for e in events if e["job"]["name"].startswith(app["job"]["name"] + ".")]
     read = {(d["namespace"], d["name"]) for e in plans for d in e.get("inputs", [])}
-    assert {(f"kafka://{first}", dag.scn.topic), (f"sqlite:{dag.scn.up.resolve()}", "src"),
-            (f"postgres://{dag.sink.host}:{dag.sink.port}", f"{dag.sink.database}.dst")} <= read
+    assert {(f"kafka://{first}", dag.scn.topic),
+            (f"postgres://{dag.up.host}:{dag.up.port}", f"{dag.up.database}.src"),
+            (f"mysql://{dag.sink.host}:{dag.sink.port}", f"{dag.sink.database}.dst")} <= read, \
+        read
     assert {e["eventType"] for e in plans} >= {"START", "COMPLETE"}
 
 

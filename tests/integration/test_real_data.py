@@ -321,7 +321,7 @@ def test_a_postgresql_tier_arrives_through_a_cursor_in_batches_not_whole(
 
     from kafka_recon.config import SqlTier
     from kafka_recon.sources.connections import resolve
-    from kafka_recon.sources.jdbc import FETCH_ROWS
+    from kafka_recon.sources.dialects import FETCH_ROWS
     from kafka_recon.spark.read import read_sql_tier
     from kafka_recon.window import Window
 

@@ -60,9 +60,10 @@ def test_what_a_task_hands_to_spark_wins_over_the_environment(
     (None, "neither a URL, nor set as AIRFLOW_CONN_SINK_DB"),
     ('{"conn_type": "postgres",', "AIRFLOW_CONN_SINK_DB is not valid JSON"),
     ('["postgres"]', "must be a JSON object"),
-    ('{"conn_type": "mysql", "host": "h"}', "type 'mysql' is not supported"),
+    ('{"conn_type": "mssql", "host": "h"}', "type 'mssql' is not supported"),
     ('{"conn_type": "postgres", "port": "x"}', "port 'x' is not a number"),
-    ("postgresql://u:secret@h:notaport/db", "not a database URL"),
+    ("postgresql://u:secret@h:notaport/db", "port that is not a number"),
+    ("postgresql+psycopg2://u:secret@h:notaport/db", "not a database URL"),
     ("oracle://u:secret@h/db", "no driver is bundled for 'oracle'"),
 ])
 def test_a_connection_that_cannot_be_used_is_a_source_error_naming_it_never_its_password(
