@@ -26,6 +26,7 @@ from harness.drill.faults import (
     wait_leader_moved,
 )
 from harness.drill.runner import App, Ctx, Key, Scenario, Truth
+from harness.drill.truth import chain_findings
 
 RATE = 500  # records/s: sending lasts seconds, so a fault lands in the middle of it
 
@@ -544,10 +545,22 @@ def s16_truth(ctx: Ctx, truth: Truth) -> dict[str, dict[Key, dict[str, Any]]]:
     """Deleted before copied: acknowledged by the source cluster, never in the mirror's copy
     (the producer's ledger and a plain read of both topics)."""
     acked = set(ledger.ids(ctx.folder / "producer" / "ledger", "acked"))
-    mirrored = set(truth.of("mirrored"))
-    gone = (acked & set(truth.upstream)) - mirrored - set(truth.topic)
-    return {"sink": {("loss", "replication", "topic->mirrored (retention)"):
-                     {"ids": gone, "count": len(gone)}} if gone else {}}
+    mirrored = truth.of("mirrored")
+    gone = (acked & set(truth.upstream)) - set(mirrored) - set(truth.topic)
+    found: dict[Key, dict[str, Any]] = {}
+    if gone:
+        found[("loss", "replication", "topic->mirrored (retention)")] = {
+            "ids": gone, "count": len(gone)}
+    # beyond the fault, what the tiers really hold: a mirror resumed after its pause may send
+    # again what it sent before its last progress commit (the source topic held each record
+    # once: its producer is idempotent), and the loader's hop is judged as any chain's
+    copies = {i: n - 1 for i, n in mirrored.items() if n > 1}
+    if copies:
+        found[("duplicate", "replication", "topic->mirrored")] = {
+            "ids": set(copies), "count": sum(copies.values())}
+    found.update(chain_findings([("mirrored", mirrored), ("sink", truth.sinks["sink"])],
+                                ["consume"]))
+    return {"sink": found}
 
 
 def s18(ctx: Ctx) -> None:
