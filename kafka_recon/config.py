@@ -247,6 +247,62 @@ class SqlTier(_Strict):
             raise ValueError("give exactly one of 'ids' or 'counts'")
 
 
+TableFormat = Literal["iceberg", "delta", "parquet"]
+# what a Delta table needs of the session, set when it starts (Delta reads nothing without it)
+DELTA_SPARK = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+               "spark.sql.catalog.spark_catalog":
+                   "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+
+
+class TableTier(_Strict):
+    """A lakehouse table or Parquet files, read by Spark (never staged): the window is a
+    predicate on the event-time column, so a table partitioned by time reads only its part."""
+    name: str
+    """The tier's name, unique in the flow: it names the tier in hops, findings and id files."""
+    type: Literal["table"]
+    """table: an Iceberg or Delta table, or Parquet files, read by Spark."""
+    tolerance: Tolerance | None = None  # for the hop into this tier (else the flow's)
+    format: TableFormat
+    """iceberg (a table of a catalog), delta (a table's path), parquet (a path or glob)."""
+    table: str = Field(min_length=1)
+    """iceberg: `<catalog>.<namespace>.<table>`; delta and parquet: the path (a folder,
+    `s3://bucket/prefix`)."""
+    id: str = "id"
+    """The id column."""
+    event_time: str = "event_time"
+    """The event-time column: a timestamp, a date, or ISO 8601 text."""
+    catalog: dict[str, str] = {}
+    """iceberg: the catalog's properties (`type: hadoop`, `warehouse: ...`; `type: jdbc`,
+    `uri: ...`), set as `spark.sql.catalog.<catalog>.*`. Empty: the cluster configures the
+    catalog itself."""
+    as_of: int | None = None
+    """Read the table as it was: an Iceberg snapshot id or a Delta version (a result names the
+    one it read). Unset: the table's current state."""
+
+    @property
+    def catalog_name(self) -> str:
+        return self.table.split(".")[0]
+
+    def model_post_init(self, __context: Any) -> None:
+        if self.format == "iceberg" and len(self.table.split(".")) < 3:
+            raise ValueError(f"an iceberg table is <catalog>.<namespace>.<table>, got "
+                             f"{self.table!r}")
+        if self.format != "iceberg" and self.catalog:
+            raise ValueError("catalog: only an iceberg table has a catalog")
+        if self.format == "parquet" and self.as_of is not None:
+            raise ValueError("as_of: Parquet files have no versions to read")
+
+    def spark_settings(self) -> dict[str, str]:
+        """What the Spark session needs to read the table."""
+        if self.format == "delta":
+            return dict(DELTA_SPARK)
+        if self.format == "iceberg" and self.catalog:
+            c = f"spark.sql.catalog.{self.catalog_name}"
+            return {c: "org.apache.iceberg.spark.SparkCatalog",
+                    **{f"{c}.{k}": v for k, v in self.catalog.items()}}
+        return {}
+
+
 class FlumeTier(_Strict):
     name: str
     """The tier's name, unique in the flow; its counting points are `<name>.source` and
@@ -344,7 +400,7 @@ class KafkaTier(_Strict):
                              "process")
 
 
-Tier = Annotated[SqlTier | FlumeTier | KafkaTier, Field(discriminator="type")]
+Tier = Annotated[SqlTier | FlumeTier | KafkaTier | TableTier, Field(discriminator="type")]
 
 
 @dataclass(frozen=True)
@@ -353,12 +409,12 @@ class Point:
 
     name: str
     """The tier's name, unique in the flow."""
-    tier: SqlTier | FlumeTier | KafkaTier
+    tier: SqlTier | FlumeTier | KafkaTier | TableTier
 
     @property
     def exact(self) -> bool:
         """Counted id by id (anti-joins), rather than by counts per bucket."""
-        return isinstance(self.tier, KafkaTier) or (
+        return isinstance(self.tier, KafkaTier | TableTier) or (
             isinstance(self.tier, SqlTier) and self.tier.ids is not None)
 
 
@@ -414,8 +470,8 @@ class Flow(_Strict):
     record: RecordSpec
     """Where a record's id and event time are, and how its value is decoded."""
     tiers: list[Tier] = Field(min_length=2)
-    """The places the flow's records are counted, in flow order: sql, flume and kafka tiers, at
-    least one kafka."""
+    """The places the flow's records are counted, in flow order: sql, flume, kafka and table
+    tiers, at least one kafka."""
     tolerance: Tolerance = Tolerance()
     """What a hop may show before its window fails (per tier: the tier's `tolerance`)."""
     volume: Volume = Volume()
@@ -516,6 +572,18 @@ class Flow(_Strict):
     def kafka_tiers(self) -> list[KafkaTier]:
         """The flow's topics, in flow order."""
         return [t for t in self.tiers if isinstance(t, KafkaTier)]
+
+    @property
+    def table_tiers(self) -> list[TableTier]:
+        return [t for t in self.tiers if isinstance(t, TableTier)]
+
+    @property
+    def spark_settings(self) -> dict[str, str]:
+        """The Spark settings of this flow's runs: what its tables need, under its `spark:`."""
+        needed: dict[str, str] = {}
+        for t in self.table_tiers:
+            needed.update(t.spark_settings())
+        return {**needed, **self.spark}
 
     @property
     def topic_tier(self) -> KafkaTier:

@@ -6,7 +6,8 @@ The families, and what each face does with them:
   missing jars, another run holding the window). Nothing is written; the command exits 2 with
   one line naming what and where.
 - `SourceUnreadable`: a source could not be read, and its kind says which: `SqlTierError`
-  (a SQL tier's database or queries; `JdbcError` as Spark reads it), `ConnectionUnusable`
+  (a SQL tier's database or queries; `JdbcError` as Spark reads it), `TableTierError` (a
+  lakehouse table or its catalog), `ConnectionUnusable`
   (a connection that cannot be resolved or driven), `FlumeError`, `TopicError` (the cluster,
   the topic, or kafka-recon's client settings), `RegistryError` (the schema registry). The
   run folder gets an `inconclusive` result naming the source, owners hear of it, and the
@@ -73,6 +74,10 @@ class SqlTierError(SourceUnreadable):
 
 class JdbcError(SqlTierError):
     """A SQL tier Spark cannot read over JDBC."""
+
+
+class TableTierError(SourceUnreadable):
+    """A table tier (Iceberg, Delta, Parquet) Spark could not read."""
 
 
 class RegistryError(SourceUnreadable):

@@ -450,10 +450,17 @@ def kafka_classpath() -> str:
 READER_JAR = "kafka-recon-reader.jar"
 
 
-def spark_jars() -> list[str]:
+def lake_jars() -> list[str]:
+    """Iceberg's Spark runtime and Delta Lake (`<jars>/lake/`: too large for the wheel, `make
+    jars` fetches them), for flows with `table` tiers."""
+    return [str(j) for j in _jar_list("lake")]
+
+
+def spark_jars(lake: bool = False) -> list[str]:
     """Local jars for Spark: the window reader, the Kafka client, the JDBC drivers (never
     --packages); with the runs root in an object store, Hadoop's S3A connector too
-    (`<jars>/s3/`: too large for the wheel, `make jars` fetches it)."""
+    (`<jars>/s3/`: too large for the wheel, `make jars` fetches it); with `lake`, Iceberg's and
+    Delta's."""
     folder = spark_jars_dir()
     jars = sorted(folder.glob("*.jar"))
     if not any(j.name == READER_JAR for j in jars):
@@ -461,7 +468,8 @@ def spark_jars() -> list[str]:
             f"no {READER_JAR} in {folder}: the wheel ships it; in a checkout run `make reader` "
             "(javac compiles the window reader from jvm/src against the installed PySpark's "
             "jars), or set KAFKA_RECON_SPARK_JARS to a folder holding it and the Kafka client")
-    return [str(j) for j in jars] + ([str(j) for j in _jar_list("s3")] if runs_remote() else [])
+    return [str(j) for j in jars] + ([str(j) for j in _jar_list("s3")] if runs_remote() else []
+                                     ) + (lake_jars() if lake else [])
 
 
 def lineage_jars() -> list[str]:

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, load_flows_partial
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, TableTier, load_flows_partial
 from kafka_recon.errors import ReconError, UsageError, one_line
 from kafka_recon.window import Window, iso_z
 
@@ -162,12 +162,30 @@ def check_flow(flow: Flow, window: Window | None = None) -> FlowCheck:
     return out
 
 
-def _tier(flow: Flow, tier: KafkaTier | SqlTier | FlumeTier, window: Window) -> list[str]:
+def _tier(flow: Flow, tier: KafkaTier | SqlTier | FlumeTier | TableTier, window: Window
+          ) -> list[str]:
     if isinstance(tier, KafkaTier):
         return _kafka(tier, window)
     if isinstance(tier, SqlTier):
         return _sql(flow, tier, window)
+    if isinstance(tier, TableTier):
+        return _table(tier)
     return _flume(tier)
+
+
+def _table(tier: TableTier) -> list[str]:
+    """A table is read by Spark only: here, a local path is looked for; a catalog's table or
+    an object store's path is left to the run."""
+    from kafka_recon.errors import TableTierError
+
+    if tier.format == "iceberg" or "://" in tier.table:
+        return [f"{tier.format} table {tier.table}: read by Spark in the run (not checked here)"]
+    path, what = Path(tier.table), f"tier '{tier.name}' ({tier.format} table {tier.table})"
+    if not any(path.parent.glob(path.name)):  # Parquet's may be a glob
+        raise TableTierError(f"{what}: no such path")
+    if tier.format == "delta" and not (path / "_delta_log").is_dir():
+        raise TableTierError(f"{what}: not a Delta table (no _delta_log in it)")
+    return [f"{tier.format} table {tier.table}: there (read by Spark in the run)"]
 
 
 def check_config(config: Path, only: str | None = None,

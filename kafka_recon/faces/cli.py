@@ -55,13 +55,13 @@ def _run(a: argparse.Namespace) -> int:
         raise UsageError("--master and --remote: a run uses its own Spark or a Spark Connect "
                          "server's, not both")
     # missing jars or a bad KAFKA_RECON_JVM_OPTIONS: a CannotRun before anything is written
-    jars = [] if remote else spark_jars()
+    jars = [] if remote else spark_jars(lake=bool(run.flow.table_tiers))
     if not remote:
         jvm_options()
 
     def spark() -> SparkSession:
         s = session(f"kafka-recon {run.flow.name}", master=a.master or "local[*]", jars=jars,
-                    remote=remote, given=run.flow.spark)
+                    remote=remote, given=run.flow.spark_settings)
         if not remote:
             s.sparkContext.setLogLevel("WARN")
         return s

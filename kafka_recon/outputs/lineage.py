@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, TableTier
 from kafka_recon.errors import ReconError
 
 
@@ -84,6 +84,17 @@ def _sql(tier: SqlTier) -> list[LineageDataset]:
             for db, schema, name in _tables(sql, "postgres")]
 
 
+def _table(tier: TableTier) -> LineageDataset:
+    """An Iceberg table by its warehouse (or catalog) and name; files by where they are, as
+    OpenLineage names a path: `file` or `s3://<bucket>`."""
+    if tier.format == "iceberg":
+        catalog, name = tier.table.split(".", 1)
+        where = tier.catalog.get("warehouse") or f"iceberg://{catalog}"
+        return LineageDataset(where.rstrip("/"), name, tier.name)
+    place = _result(tier.table)
+    return LineageDataset(place.namespace, place.name, tier.name)
+
+
 def _flume(tier: FlumeTier) -> list[LineageDataset]:
     u = urlsplit(tier.metrics_url)
     return [LineageDataset(f"flume://{u.hostname}:{u.port or 80}", f"{tier.source}/{tier.sink}",
@@ -111,6 +122,8 @@ def of_run(flow: Flow, result: Path | str | None) -> Lineage:
                 inputs += _kafka(tier)
             elif isinstance(tier, SqlTier):
                 inputs += _sql(tier)
+            elif isinstance(tier, TableTier):
+                inputs.append(_table(tier))
             else:
                 inputs += _flume(tier)
         except (ReconError, ValueError) as e:

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, ToleranceKind
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, TableTier, ToleranceKind
 from kafka_recon.result.causes import Evidence, classify
 from kafka_recon.result.model import (
     Bucket,
@@ -57,7 +57,7 @@ def replays_consistent(replays: list[ReplayRun]) -> bool:
     return len({(r.count, r.distinct, r.fingerprint) for r in replays}) <= 1
 
 
-def where_of(tier: SqlTier | FlumeTier | KafkaTier) -> str:
+def where_of(tier: SqlTier | FlumeTier | KafkaTier | TableTier) -> str:
     """Where a tier lives, from the flow config alone (no connection resolved, no password):
     a topic and its cluster, so a flow across clusters reads cluster by cluster."""
     from kafka_recon.sources.connections import redact
@@ -67,6 +67,8 @@ def where_of(tier: SqlTier | FlumeTier | KafkaTier) -> str:
                                               else f"connection '{tier.conn}'")
     if isinstance(tier, SqlTier):
         return redact(tier.conn) if "://" in tier.conn else f"connection '{tier.conn}'"
+    if isinstance(tier, TableTier):
+        return f"{tier.format} table {tier.table}"
     return f"flume agent at {tier.metrics_url} ({tier.source} -> {tier.sink})"
 
 
@@ -154,7 +156,7 @@ def tier_of(x: Inputs, t: TierTally) -> Tier:
                 where=where_of(place.tier) if place else None,
                 buckets=dict(sorted(t.buckets.items())),  # the chart and the history
                 estimate=topic.estimate if topic else None,
-                late=(t.late or 0) if topic else None)
+                late=(t.late or 0) if topic else None, as_of=t.as_of)
 
 
 def hop_of(x: Inputs, h: HopTally) -> Hop:

@@ -80,7 +80,7 @@ class Bucket(_Model):
 
 
 class Tier(_Model):
-    _optional = frozenset({"estimate", "late", "where"})
+    _optional = frozenset({"estimate", "late", "where", "as_of"})
     name: str
     """The counting point: a tier, or a Flume tier's `<tier>.source` / `<tier>.sink`."""
     count: int | None
@@ -98,7 +98,10 @@ class Tier(_Model):
     """The topic only: records that arrived inside grace."""
     where: str | None = None
     """The tier's place from the flow config: a topic and its cluster, a database without its
-    password, a Flume agent's address."""
+    password, a Flume agent's address, a table."""
+    as_of: int | None = None
+    """A table tier: the Iceberg snapshot id or Delta version read; the tier's `as_of` set to it
+    reads the same state again."""
 
 
 class Hop(_Model):

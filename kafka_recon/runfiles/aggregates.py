@@ -26,7 +26,7 @@ class PartitionSpan(Part):
 
 class TierTally(Part):
     name: str
-    type: str                     # the tier's type: sql, kafka, flume
+    type: str                     # the tier's type: sql, kafka, flume, table
     count: int
     distinct: int | None = None   # an id tier
     buckets: dict[str, int] = {}
@@ -39,6 +39,7 @@ class TierTally(Part):
     late: int | None = None       # a topic: window records that arrived after it closed
     late_file: str | None = None
     late_buckets: dict[str, int] = {}
+    as_of: int | None = None      # a table: the Iceberg snapshot or Delta version read
 
 
 class HopBuckets(Part):

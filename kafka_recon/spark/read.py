@@ -8,8 +8,9 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafka_recon.config import SqlTier
+from kafka_recon.config import SqlTier, TableTier
 from kafka_recon.sources.jdbc import read_ids
+from kafka_recon.sources.table import read_table
 from kafka_recon.spark.records import event_time, normalise_id
 from kafka_recon.window import Window
 
@@ -46,3 +47,12 @@ def read_sql_tier(spark: SparkSession, tier: SqlTier, window: Window) -> DataFra
     df = read_ids(spark, tier, window, JDBC_SLICES)
     return df.select(normalise_id(F.col("id")).alias("id"),
                      event_time(F.col("event_time"), "iso8601").alias("event_time"))
+
+
+def read_table_tier(spark: SparkSession, tier: TableTier, window: Window
+                    ) -> tuple[DataFrame, int | None]:
+    """A table tier's (id, event_time) records of the window, normalised as every tier's are,
+    and the table's state it read (an Iceberg snapshot, a Delta version)."""
+    read = read_table(spark, tier, window)
+    return (read.records.select(normalise_id(F.col("id")).alias("id"), "event_time"),
+            read.as_of)

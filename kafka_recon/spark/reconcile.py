@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafka_recon.config import Flow, KafkaTier, Point, SqlTier
+from kafka_recon.config import Flow, KafkaTier, Point, SqlTier, TableTier
 from kafka_recon.runfiles.aggregates import (
     Aggregates,
     CounterGap,
@@ -43,7 +43,12 @@ from kafka_recon.sources.topic import PartitionRange, retention_cut
 from kafka_recon.spark.compare import compare, ids_of, late, marks, missing
 from kafka_recon.spark.evidence import evidence_tables, needs_sort, rank_topic, summaries
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files, write_ids
-from kafka_recon.spark.read import identifiable, read_sql_tier, window_records
+from kafka_recon.spark.read import (
+    identifiable,
+    read_sql_tier,
+    read_table_tier,
+    window_records,
+)
 from kafka_recon.spark.replay import arrived, counted
 from kafka_recon.spark.tally import (
     bucket_counts,
@@ -68,6 +73,7 @@ class IdTiers:
     records: list[DataFrame]           # the identifiable window records, with their bucket
     topics: dict[int, KafkaTier]       # the slots that are topics
     cached: list[DataFrame] = field(default_factory=list)  # unpersisted when the step ends
+    as_of: dict[int, int] = field(default_factory=dict)  # a table slot: the state it read
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.cached.append(df.cache())
@@ -139,8 +145,13 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 ids.topics[ids.slot[i]] = tier
                 # already in memory: a filter over the replay's cache
                 ids.raws.append(raw if topic_records is not None else ids.keep(raw))
+            elif isinstance(tier, TableTier):
+                table, as_of = read_table_tier(spark, tier, window)
+                if as_of is not None:
+                    ids.as_of[ids.slot[i]] = as_of
+                ids.raws.append(ids.keep(table))
             else:
-                assert isinstance(tier, SqlTier)  # an id tier is a topic or a SQL tier
+                assert isinstance(tier, SqlTier)  # an id tier is a topic, a table or SQL
                 ids.raws.append(ids.keep(read_sql_tier(spark, tier, window)))
         ids.records = [window_records(r, window.start, window.end, bucket_s) for r in ids.raws]
     except BaseException:
@@ -203,7 +214,8 @@ def tier_tally(flow: Flow, window: Window, folder: RunFolder, staged: Stage, ids
     bad = counts.per_record.get(("unidentifiable", k), {})
     tally = TierTally(name=point.name, type=point.tier.type, count=sum(got.values()),
                       distinct=sum(counts.per_id.get(("present", k), {}).values()),
-                      buckets=got, exact=True, unidentifiable=sum(bad.values()))
+                      buckets=got, exact=True, unidentifiable=sum(bad.values()),
+                      as_of=ids.as_of.get(k))
     if tally.unidentifiable:
         target = folder.ids_file("unidentifiable", point.tier.name)
         unreadable = ids.raws[k].where(~identifiable(ids.raws[k]))

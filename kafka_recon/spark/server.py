@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pyspark
 
-from kafka_recon.settings import class_archive_path, spark_jars
+from kafka_recon.config import DELTA_SPARK
+from kafka_recon.settings import class_archive_path, jars_dir, spark_jars
 from kafka_recon.spark.conf import (
     CONNECT_PORT,
     DEFAULTS,
@@ -59,6 +60,11 @@ def server_command(master: str, host: str = "127.0.0.1", port: int = CONNECT_POR
     cluster = cluster_defaults()
     conf = driver_conf({**{k: v for k, v in DEFAULTS.items() if k not in cluster},
                         **spark_conf(cluster=cluster)}, archive_options(class_archive_path()))
+    # a server serves every flow: with the lake jars where they are installed, it reads
+    # Iceberg and Delta tables too (Delta's session settings must be there from its start)
+    lake = (jars_dir() / "lake").is_dir()
+    if lake:
+        conf = {**DELTA_SPARK, **conf}
     env = {**os.environ}
     env.setdefault("PYSPARK_PYTHON", sys.executable)
-    return server_argv(master, host, port, spark_jars(), conf, spark_submit()), env
+    return server_argv(master, host, port, spark_jars(lake=lake), conf, spark_submit()), env

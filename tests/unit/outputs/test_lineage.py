@@ -131,3 +131,28 @@ def test_with_an_http_transport_the_spark_task_turns_the_listener_on_and_masks_t
     assert not [k for k in op.conf if ".transport." in k], "the provider injects http itself"
     assert op._openlineage_inject_transport_info and op._openlineage_inject_parent_job_info
     assert op.jars == f"/a.jar,{jar}"
+
+
+def test_tables_and_mysql_are_named_as_openlineage_names_them(tmp_path: Path) -> None:
+    p = tmp_path / "flows.yaml"
+    p.write_text("""
+flows:
+  lake:
+    owners: [a@example.com]
+    record: {id: "$.id", event_time: "$.ts"}
+    tiers:
+      - {name: db, type: sql, conn: "mysql://u:secret@my.local:3307/shop",
+         ids: "SELECT id, ts AS event_time FROM orders WHERE ts >= :start AND ts < :end"}
+      - {name: topic, type: kafka, bootstrap: "b1:9093", topic: orders}
+      - {name: ice, type: table, format: iceberg, table: lake.db.orders,
+         catalog: {type: hadoop, warehouse: "s3a://wh/lake/"}}
+      - {name: delta, type: table, format: delta, table: "s3://bucket/tables/orders"}
+      - {name: files, type: table, format: parquet, table: "/data/orders"}
+""")
+    lineage = of_run(load_flow(p, "lake"), None)
+    assert lineage.inputs == (
+        LineageDataset("mysql://my.local:3307", "shop.orders", "db"),
+        LineageDataset("kafka://b1:9093", "orders", "topic"),
+        LineageDataset("s3a://wh/lake", "db.orders", "ice"),
+        LineageDataset("s3://bucket", "tables/orders", "delta"),
+        LineageDataset("file", "/data/orders", "files"))

@@ -1,0 +1,111 @@
+"""How Spark reads a `table` tier: an Iceberg or Delta table, or Parquet files.
+
+The window is a predicate on the event-time column, so a table partitioned by time (Iceberg's
+hidden partitions, a Delta or Hive partition column) reads only its part. A versioned table is
+read at one state, named in the result: the Iceberg snapshot or Delta version current when the
+run began (or the tier's `as_of`), so a re-run can read the same state again.
+
+Anything that cannot be read (a table or path that does not exist, a catalog that does not
+answer, a column that is missing or not a time) is a `TableTierError` naming the tier, the
+table and what is wrong: the run is inconclusive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafka_recon.config import TableTier
+from kafka_recon.errors import TableTierError
+from kafka_recon.window import Window
+
+if TYPE_CHECKING:  # Spark is handed in by the step that reads: the sources never start one
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+# id columns whose text would not be the id: a float prints 1.0E10, a binary as bytes
+_NOT_IDS = ("float", "double", "binary", "array", "map", "struct")
+_TIMES = ("timestamp", "timestamp_ntz", "date", "string")
+
+
+@dataclass(frozen=True)
+class TableRead:
+    records: DataFrame  # (id text, event_time timestamp), the window's
+    as_of: int | None   # the Iceberg snapshot or Delta version read
+
+
+def _what(tier: TableTier) -> str:
+    return f"tier '{tier.name}' ({tier.format} table {tier.table})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "desc", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _current_state(spark: SparkSession, tier: TableTier) -> int | None:
+    """The snapshot (Iceberg) or version (Delta) the table is at: one metadata row."""
+    if tier.format == "iceberg":
+        rows = spark.sql(f"SELECT snapshot_id FROM {tier.table}.history "
+                         "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1"
+                         ).collect()
+    else:
+        path = tier.table.replace("`", "``")
+        rows = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()
+    return int(rows[0][0]) if rows else None
+
+
+def _load(spark: SparkSession, tier: TableTier) -> tuple[DataFrame, int | None]:
+    if tier.format == "parquet":
+        return spark.read.parquet(tier.table), None
+    if tier.format == "iceberg":
+        for key, value in tier.spark_settings().items():  # a catalog may be set at runtime
+            spark.conf.set(key, value)
+    as_of = tier.as_of if tier.as_of is not None else _current_state(spark, tier)
+    reader = spark.read.format(tier.format)
+    if as_of is not None:
+        reader = reader.option("snapshot-id" if tier.format == "iceberg" else "versionAsOf",
+                               str(as_of))
+    return reader.load(tier.table), as_of
+
+
+def _column(tier: TableTier, df: DataFrame, name: str, role: str) -> str:
+    types = dict(df.dtypes)
+    found = next((c for c in types if c.lower() == name.lower()), None)
+    if found is None:
+        raise TableTierError(f"{_what(tier)}: no {role} column '{name}' (it has "
+                             f"{', '.join(types)})")
+    return found
+
+
+def _event_time(tier: TableTier, df: DataFrame, name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    kind = dict(df.dtypes)[name]
+    if kind not in _TIMES:
+        raise TableTierError(f"{_what(tier)}: event_time column '{name}' is {kind}, not a time "
+                             "(a timestamp, a date or ISO 8601 text)")
+    col = F.col(f"`{name}`")
+    # text as every tier's: ISO 8601, UTC without an offset; a bad one is null, never a failure
+    return col.try_cast("timestamp") if kind == "string" else col.cast("timestamp")
+
+
+def read_table(spark: SparkSession, tier: TableTier, window: Window) -> TableRead:
+    """The tier's (id, event_time) records of the window, ids as text, and the state read."""
+    from pyspark.sql import functions as F
+
+    try:
+        df, as_of = _load(spark, tier)
+    except TableTierError:
+        raise
+    except Exception as exc:  # AnalysisException, a catalog's own errors over Py4J or Connect
+        raise TableTierError(f"{_what(tier)}: {_first_line(exc)}") from None
+    id_col = _column(tier, df, tier.id, "id")
+    if dict(df.dtypes)[id_col].split("<")[0] in _NOT_IDS:
+        raise TableTierError(f"{_what(tier)}: id column '{id_col}' is "
+                             f"{dict(df.dtypes)[id_col]}: its text would not be the id")
+    when = _event_time(tier, df, _column(tier, df, tier.event_time, "event_time"))
+    start, end = window.start, window.end
+    records = (df.where((when >= F.lit(start)) & (when < F.lit(end)))
+               .select(F.col(f"`{id_col}`").cast("string").alias("id"),
+                       when.alias("event_time")))
+    return TableRead(records, as_of)
