@@ -80,10 +80,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
                          "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         self.application = self.job_file()
         self.conf = self.submit_conf(flow)
-        if flow.table_tiers:  # Iceberg's and Delta's jars, for the flows that read a table
-            from kafka_recon.settings import lake_jars
-
-            self.jars = ",".join([*(self.jars or "").split(","), *lake_jars()]).strip(",")
+        self.jars = self.submit_jars(flow)
         remote = spark_remote()
         if not is_disabled():  # OpenLineage is off unless a transport is configured
             self._lineage_of_run = self._lineage()
@@ -107,6 +104,16 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         flow = flow or load_flow(self.config, self.flow)
         return spark_conf({**self._connection_conf(), **flow.spark_settings,
                            **(self.conf or {})})
+
+    def submit_jars(self, flow: Flow | None = None) -> str | None:
+        """The rendered jars, with Iceberg's and Delta's for a flow that reads a table."""
+        from kafka_recon.config import load_flow
+        from kafka_recon.settings import lake_jars
+
+        flow = flow or load_flow(self.config, self.flow)
+        if not flow.table_tiers:
+            return self.jars
+        return ",".join(j for j in [*(self.jars or "").split(","), *lake_jars()] if j)
 
     def _connection_conf(self) -> dict[str, str]:
         """The Spark connection's extra `conf`: a team's settings for every kafka-recon job on

@@ -44,6 +44,7 @@ def render(dag, task):  # type: ignore[no-untyped-def]
     out = {f: getattr(task, f) for f in task.template_fields}
     if isinstance(task, SparkSubmitOperator):
         task.conf = task.submit_conf()  # what execute sets, on this host
+        task.jars = task.submit_jars()
         out["spark_submit"] = task._get_hook()._build_spark_submit_command(task.job_file())
     return out
 

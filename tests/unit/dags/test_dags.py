@@ -223,3 +223,23 @@ def test_a_missing_flow_config_is_one_import_error_saying_where_it_was_looked_fo
     [(path, error)] = bag["errors"].items()
     assert path.endswith("recon_config.py")
     assert f"no flow config at {config} (from KAFKA_RECON_CONFIG)" in error
+
+
+def test_a_flow_reading_a_delta_table_submits_with_the_lake_jars_and_deltas_settings(
+        tmp_path: Path) -> None:
+    config = tmp_path / "flows.yaml"
+    config.write_text("""
+flows:
+  lake:
+    owners: [x@example.com]
+    record: {id: "$.id", event_time: "$.ts"}
+    tiers:
+      - {name: topic, type: kafka, bootstrap: "127.0.0.1:9092", topic: t}
+      - {name: lake, type: table, format: delta, table: /data/orders}
+""")
+    bag = _probe(tmp_path, config)
+    cmd = bag["dags"]["recon__lake"]["rendered"]["replay_reconcile"]["spark_submit"]
+    jars = {Path(j).name for j in cmd[cmd.index("--jars") + 1].split(",")}
+    assert {"delta-spark_2.13-4.0.0.jar", "kafka-recon-reader.jar"} <= jars
+    assert any(j.startswith("iceberg-spark-runtime") for j in jars)
+    assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in cmd
