@@ -24,7 +24,15 @@ from typing import Any
 
 from harness.drill import ledger
 from harness.drill.faults import app_state, wait_for
-from harness.drill.truth import Key, Truth, expected_findings, sql_ids, sql_time, topic_ids
+from harness.drill.truth import (
+    Key,
+    Truth,
+    expected_findings,
+    sql_ids,
+    sql_time,
+    table_ids,
+    topic_ids,
+)
 from harness.services.kafka import KafkaCluster
 from kafka_recon import orchestrate
 from kafka_recon.result.model import Result
@@ -55,10 +63,17 @@ FLOW_ONE = """  {name}:
         {kafka_at}
         topic: "{topic}"
         consumer_groups: [{group}]
-{after_topic}      - name: {sink}
+{after_topic}{sink_tier}"""
+SQL_SINK = """      - name: {sink}
         type: sql
         conn: "sqlite:///{down}"
         ids: "SELECT id, ts AS event_time FROM dst WHERE ts >= :start AND ts < :end"
+"""
+TABLE_SINK = """      - name: {sink}
+        type: table
+        format: {format}
+        table: "{down}"
+        event_time: ts
 """
 
 
@@ -129,8 +144,9 @@ class FlightRecorder:
 class App:
     """One drill app process, its ledger folder and its state file."""
 
-    def __init__(self, role: str, folder: Path, spec: dict[str, Any]) -> None:
-        self.role, self.folder = role, folder
+    def __init__(self, role: str, folder: Path, spec: dict[str, Any],
+                 module: str = "harness.drill.apps") -> None:
+        self.role, self.folder, self.module = role, folder, module
         folder.mkdir(parents=True, exist_ok=True)
         self.spec = {**spec, "role": role, "ledger": str(folder / "ledger"),
                      "state": str(folder / "state.json")}
@@ -142,7 +158,7 @@ class App:
         (self.folder / "spec.json").write_text(json.dumps(self.spec, indent=2))
         log = open(self.folder / f"{self.role}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.drill.apps", str(self.folder / "spec.json")],
+            [sys.executable, "-m", self.module, str(self.folder / "spec.json")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.starts += 1
@@ -267,6 +283,17 @@ class Ctx:
     def drain(self, *consumers: App, timeout: float = 180) -> None:
         drain(*consumers, timeout=timeout)
 
+    def streaming(self, sink: str = "sink", **spec: Any) -> App:
+        """The drill's streaming writer (harness.drill.streaming): Spark's Kafka source into
+        the sink's table, its checkpoint in its folder."""
+        folder = self.folder / "streaming"
+        app = App("streaming", folder,
+                  {"bootstrap": self.bootstrap, "topic": self.topic,
+                   "table": str(self.sinks[sink]), "checkpoint": str(folder / "checkpoint"),
+                   "marker": str(folder / "held"), **spec}, module="harness.drill.streaming")
+        self.apps.append(app)
+        return app.start()
+
 
 def drain(*consumers: App, timeout: float = 180) -> None:
     """Let consumers catch up with the topic's end, then stop them cleanly. When they do not,
@@ -348,6 +375,8 @@ class Scenario:
     extra_tiers: Callable[[Ctx], str] | None = None
     mirror: bool = False  # the flow runs on through MirrorMaker 2's copy on a second cluster
     processor: bool = False  # ... or through a processor's output topic on the same cluster
+    # the sink is a table a streaming job writes (its format), not the consumer's SQL table
+    sink_format: str | None = None
     # the truth when a plain read of the topic cannot tell it (retention deleted the records)
     truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
 
@@ -369,8 +398,9 @@ def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path,
     for fut in futures.values():
         fut.result(30)
     folder.mkdir(parents=True, exist_ok=True)
-    sinks = {name: folder / f"{name}.db" for name in sc.sinks}
-    for path in sinks.values():
+    sinks = {name: folder / (f"{name}.{sc.sink_format}" if sc.sink_format else f"{name}.db")
+             for name in sc.sinks}
+    for path in sinks.values() if not sc.sink_format else []:
         _exec(path, "CREATE TABLE dst (id INTEGER, ts TEXT)")  # no key: duplicates land
     ctx = Ctx(cluster, topic, folder, sinks, group=f"loader-{topic}",
               upstream=folder / "upstream.db", target=target if sc.mirror else None)
@@ -405,8 +435,10 @@ def _write_config(sc: Scenario, ctx: Ctx) -> Path:
             name=_flow_name(sc, sink), grace=ctx.grace_s, up=ctx.upstream,
             bucket=ctx.bucket,
             kafka_at=f'conn: "{DRILL_CONN}"' if ctx.cluster.security else
-            f'bootstrap: "{ctx.bootstrap}"', topic=ctx.topic, group=ctx.group, sink=sink,
-            down=ctx.sinks[sink], extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else "",
+            f'bootstrap: "{ctx.bootstrap}"', topic=ctx.topic, group=ctx.group,
+            sink_tier=(TABLE_SINK.format(sink=sink, format=sc.sink_format, down=ctx.sinks[sink])
+                       if sc.sink_format else SQL_SINK.format(sink=sink, down=ctx.sinks[sink])),
+            extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else "",
             after_topic=(_mirrored_tier(ctx) if ctx.target is not None else "")
             + (_processed_tier(ctx) if sc.processor else "")))
     path = ctx.folder / "flows.yaml"
@@ -542,7 +574,8 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path,
             ctx.flume.stop()
     up = sql_ids(str(ctx.upstream), "src", start, end)
     tp, late = topic_ids(ctx.bootstrap, ctx.topic, start, end, closes)
-    truth = Truth(up, tp, late, {s: sql_ids(str(p), "dst", start, end)
+    truth = Truth(up, tp, late, {s: table_ids(p, start, end) if sc.sink_format
+                                 else sql_ids(str(p), "dst", start, end)
                                  for s, p in ctx.sinks.items()})
     if ctx.target is not None:  # the mirror's copy, read as plainly as the topic
         truth.chain.append(("mirrored", "replication", topic_ids(

@@ -584,6 +584,39 @@ def s17_bite(ctx: Ctx, truth: Truth) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------ streaming writers (S21)
+def _streamed(ctx: Ctx, job: App, expected: int, timeout: float = 240) -> None:
+    """Wait until every record has reached the job's table, then stop the job."""
+    from datetime import UTC, datetime, timedelta
+
+    from harness.drill.truth import table_ids
+
+    def done() -> bool:
+        far = datetime.now(UTC) + timedelta(days=1)
+        return len(table_ids(Path(ctx.sinks["sink"]), datetime(2000, 1, 1, tzinfo=UTC),
+                             far)) >= expected
+    wait_for("the streaming job to write every record into its table", done, timeout)
+    job.stop(30)
+
+
+def s21(ctx: Ctx) -> None:
+    p = ctx.producer()
+    assert p.wait() == 0
+    acked = p.count("acked")
+    # batches of 300 per trigger: batch 2 is written, then the job holds before its
+    # checkpoint commits it, and dies there
+    job = ctx.streaming(per_batch=300, hold=2)
+    held = Path(job.spec["marker"])
+    wait_for("the streaming job to write batch 2 and hold before committing it",
+             held.exists, 240)
+    job.kill()
+    ctx.note("streaming job SIGKILLed after writing batch 2's Parquet files, before its "
+             "checkpoint committed the batch")
+    job.start()  # the same checkpoint: batch 2's offsets are run again
+    _streamed(ctx, job, acked)
+    ctx.note(f"restarted on its checkpoint: every one of {acked} records in the table")
+
+
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S1", "producer acks=0, leader killed and restarted while sending", "000, 001, 002",
              [("loss", "write", "db->topic")], s1, replication=2,
@@ -649,4 +682,8 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              partitions=2, causes=("commit_ahead_of_processing",)),
     Scenario("S19", "a mirrored flow under safe settings: MirrorMaker 2 and a safe loader",
              "000-004", [], s19, status="ok", mirror=True),
+    Scenario("S21", "a streaming job writing Parquet with foreachBatch killed between its "
+             "write and its checkpoint's commit", "000, 003",
+             [("duplicate", "consume", "topic->{sink}")], s21, partitions=2,
+             sink_format="parquet", causes=("replayed_micro_batch",)),
 ]}

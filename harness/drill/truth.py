@@ -13,6 +13,7 @@ import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 Key = tuple[str, str, str]  # (kind, side, hop)
@@ -34,6 +35,21 @@ class Truth:
 def sql_time(t: datetime) -> str:
     """How the drill's SQLite tables spell a time (text that sorts as time)."""
     return t.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table_ids(path: Path, start: datetime, end: datetime) -> Counter[int]:
+    """The ids (with their copies) of Parquet files a streaming job wrote, whose `ts` is in
+    [start, end): read with pyarrow, apart from the Spark that reconciles."""
+    import pyarrow.dataset as ds
+
+    if not path.exists():
+        return Counter()
+    table = ds.dataset(str(path), format="parquet").to_table(columns=["id", "ts"])
+    lo, hi = start.replace(tzinfo=None), end.replace(tzinfo=None)
+    return Counter(int(i) for i, t in zip(table.column("id").to_pylist(),
+                                          table.column("ts").to_pylist(), strict=True)
+                   if i is not None and t is not None
+                   and lo <= t.replace(tzinfo=None) < hi)
 
 
 def sql_ids(path: str, table: str, start: datetime, end: datetime) -> Counter[int]:

@@ -102,7 +102,9 @@ class Inputs:
             topic=t.tier, committed=t.committed_by_partition(),
             spans=dict(getattr(self.aggregates.tier(t.tier), "partitions", None) or {}),
             audit=self.audit.of_tier(t.tier, self.flow.topic_tier.name),
-            flight=self.flight.of(t.tier), restarts=restarts) for t in self.replayed.topics}
+            flight=self.flight.of(t.tier), restarts=restarts,
+            tables={x.name: x.format for x in self.flow.table_tiers})
+            for t in self.replayed.topics}
 
 
 def build_result(flow: Flow, window: Window, aggregates: Aggregates, replayed: Replays,

@@ -53,6 +53,7 @@ class Evidence:
     audit: list[Risk] = field(default_factory=list)
     flight: Timeline = field(default_factory=Timeline)              # the flight recorder's
     restarts: dict[str, int] = field(default_factory=dict)          # Flume point -> restarts
+    tables: dict[str, str] = field(default_factory=dict)            # table tier -> its format
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,10 @@ CAUSES: dict[str, Known] = {
     "redelivery_after_crash": Known(
         "000,003", "Make the sink's write idempotent (upsert by id), or commit the offsets in "
                    "the same transaction as the write."),
+    "replayed_micro_batch": Known(
+        "000,003", "Write the stream into a transactional table (Delta, Iceberg: their "
+                   "streaming writers commit a batch once), or make foreachBatch idempotent "
+                   "(overwrite what the batch id wrote, or upsert by id)."),
     "written_by_someone_else": Known(
         "004", "Find the sink's other writers (load jobs, back-fills, manual fixes) and keep "
                "them off the flow's table, or give them their own ids."),
@@ -238,11 +243,19 @@ def consume_loss(runs: Runs | None, ev: Evidence) -> Cause:
                              f"relation to each group's commits: {relations}"])
 
 
-def consume_duplicate(runs: Runs | None) -> Cause:
+def consume_duplicate(runs: Runs | None, table: str | None = None) -> Cause:
+    """A consume-side duplicate; `table`: the sink's format when it is a table tier."""
     if not runs:
         return cause("unknown", "the duplicated records could not be located in the topic",
                      "unknown", ["no offsets were found for the duplicated ids"])
     evidence = [f"the records written twice sit at {_runs_text(runs)}"]
+    if table == "parquet" and _batched(runs):
+        return cause("replayed_micro_batch",
+                     "a streaming job's micro-batch was written twice: the job wrote its files "
+                     "and stopped before its checkpoint committed the batch, and its restart "
+                     "ran the same offsets again into files that keep both copies", "likely",
+                     evidence + ["the sink is Parquet files: an append has no transaction "
+                                 "that a replayed batch could find already committed"])
     if _batched(runs):
         return cause("redelivery_after_crash",
                      "a batch was delivered again: the consumer wrote it and stopped before "
@@ -502,7 +515,7 @@ def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | No
     if kind == "loss" and out_of_topic:
         return consume_loss(hop.missing_runs if hop else None, ev)
     if kind == "duplicate" and out_of_topic:
-        return consume_duplicate(hop.duplicate_runs if hop else None)
+        return consume_duplicate(hop.duplicate_runs if hop else None, ev.tables.get(ends[-1]))
     if kind == "unexpected":
         return cause("written_by_someone_else",
                      "the records have no upstream record and never passed through the flow's "

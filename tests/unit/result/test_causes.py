@@ -134,6 +134,16 @@ def test_sink_duplicates_in_a_batch_are_a_redelivery_after_a_crash() -> None:
     assert single is not None and single["confidence"] == "possible"
 
 
+def test_a_batch_written_twice_into_parquet_files_is_a_replayed_micro_batch() -> None:
+    hop = {"duplicate_runs": runs(run(0, 300, 449), run(1, 300, 449))}
+    c = classify(loss(kind="duplicate"), hop, ev(tables={"warehouse": "parquet"}))
+    assert c is not None and (c["code"], c["confidence"]) == ("replayed_micro_batch", "likely")
+    assert "Parquet" in " ".join(c["evidence"])
+    # a transactional table's duplicates are not a replayed batch: its writer commits once
+    delta = classify(loss(kind="duplicate"), hop, ev(tables={"warehouse": "delta"}))
+    assert delta is not None and delta["code"] == "redelivery_after_crash"
+
+
 def test_write_side_causes_from_the_audit_alone_are_never_likely() -> None:
     acks = [{"rule": "P1-acks", "observed": "acks=1"}]
     write = loss(hop=f"orders_db->{TOPIC}", side="write")
