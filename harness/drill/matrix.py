@@ -32,6 +32,7 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     from harness.drill.scenarios import SCENARIOS
     from harness.services.kafka import KafkaCluster
     from harness.services.kafka_security import Security
+    from kafka_recon.config import DELTA_SPARK
     from kafka_recon.settings import spark_jars
     from kafka_recon.spark.session import session
 
@@ -49,7 +50,11 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     if cluster.security is not None:
         os.environ[f"AIRFLOW_CONN_{DRILL_CONN.upper()}"] = json.dumps(
             {"conn_type": "kafka", "extra": cluster.security.sasl(cluster.sasl_bootstrap)})
-    spark = session("kafka-recon drill", master="local[2]", jars=spark_jars())
+    # a streaming writer's scenario reads its table: Iceberg's and Delta's jars and Delta's
+    # session settings, as a flow with a table tier gets them
+    lake = any(sc.sink_format for sc in chosen)
+    spark = session("kafka-recon drill", master="local[2]", jars=spark_jars(lake=lake),
+                    given=dict(DELTA_SPARK) if lake else None)
     spark.sparkContext.setLogLevel("ERROR")
     rows: list[dict[str, Any]] = []
     began = time.monotonic()

@@ -599,6 +599,43 @@ def _streamed(ctx: Ctx, job: App, expected: int, timeout: float = 240) -> None:
     job.stop(30)
 
 
+def _checkpoint_caught_up(ctx: Ctx, checkpoint: Path) -> bool:
+    """The streaming query's last committed batch ends at the topic's end (its checkpoint's
+    offsets log: a batch's offsets, then its commit)."""
+    from harness.drill.faults import watermarks
+
+    commits = [int(f.name) for f in (checkpoint / "commits").glob("[0-9]*")]
+    if not commits:
+        return False
+    last = (checkpoint / "offsets" / str(max(commits))).read_text().splitlines()[-1]
+    done = {int(p): int(o) for p, o in json.loads(last).get(ctx.topic, {}).items()}
+    parts = len(done) or 1
+    return all(done.get(p, -1) >= watermarks(ctx.bootstrap, ctx.topic, p)[1]
+               for p in range(parts))
+
+
+def s20(ctx: Ctx) -> None:
+    import shutil
+
+    p = ctx.producer(rate=200)  # about a minute of sending: the restart lands in the middle
+    job = ctx.streaming(format="delta", per_batch=300)
+    checkpoint = Path(job.spec["checkpoint"])
+    wait_for("the streaming job to commit its first batches",
+             lambda: len(list((checkpoint / "commits").glob("[0-9]*"))) >= 3, 240)
+    job.kill()
+    shutil.rmtree(checkpoint)
+    ctx.note(f"streaming job SIGKILLed with {p.count('acked')} records acked; its checkpoint "
+             "deleted")
+    time.sleep(3)  # the producer goes on: these records are past the old query's progress
+    job.spec["starting"] = "latest"
+    job.start()
+    ctx.note("restarted without a checkpoint, startingOffsets=latest")
+    assert p.wait() == 0
+    wait_for("the new query to catch up with the topic's end",
+             lambda: _checkpoint_caught_up(ctx, checkpoint), 240)
+    job.stop(30)
+
+
 def s21(ctx: Ctx) -> None:
     p = ctx.producer()
     assert p.wait() == 0
@@ -682,6 +719,10 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              partitions=2, causes=("commit_ahead_of_processing",)),
     Scenario("S19", "a mirrored flow under safe settings: MirrorMaker 2 and a safe loader",
              "000-004", [], s19, status="ok", mirror=True),
+    Scenario("S20", "a streaming job writing a Delta table restarted without its checkpoint, "
+             "from the latest offsets", "004",
+             [("loss", "consume", "topic->{sink}")], s20, partitions=2, rows=12000,
+             sink_format="delta", causes=("checkpoint_reset",)),
     Scenario("S21", "a streaming job writing Parquet with foreachBatch killed between its "
              "write and its checkpoint's commit", "000, 003",
              [("duplicate", "consume", "topic->{sink}")], s21, partitions=2,

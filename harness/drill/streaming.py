@@ -6,7 +6,8 @@ kafka-recon.
 
 Spec: bootstrap, topic, table (a folder), checkpoint (a folder), starting ("earliest" or
 "latest": where a query without a checkpoint begins), per_batch (maxOffsetsPerTrigger),
-format ("parquet": each micro-batch appended by foreachBatch, no transaction), hold (a batch
+format ("parquet": each micro-batch appended by foreachBatch, no transaction; "delta": Delta's
+own streaming writer, one commit per batch, naming its query and epoch), hold (a batch
 id: after writing that batch's files the job writes `marker` and waits, before its checkpoint
 commits the batch: the window in which S21 kills it), marker, ledger (one line per batch:
 `batch <id> <rows>`, after its write).
@@ -25,14 +26,19 @@ def main(spec_path: str) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from kafka_recon.config import DELTA_SPARK
     from kafka_recon.settings import spark_jars
 
     spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
-    spark = (SparkSession.builder.master("local[2]").appName("drill streaming writer")
-             .config("spark.jars", ",".join(spark_jars()))
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.enabled", "false").getOrCreate())
+    delta = spec.get("format", "parquet") == "delta"
+    builder = (SparkSession.builder.master("local[2]").appName("drill streaming writer")
+               .config("spark.jars", ",".join(spark_jars(lake=delta)))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false"))
+    for key, value in DELTA_SPARK.items() if delta else ():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     source = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", spec["bootstrap"])
@@ -55,9 +61,14 @@ def main(spec_path: str) -> None:
             marker.write_text(str(batch_id))
             time.sleep(600)  # killed here: the files are written, the batch not committed
 
-    query = (rows.writeStream.foreachBatch(write)
-             .option("checkpointLocation", spec["checkpoint"])
-             .trigger(processingTime="1 second").start())
+    if delta:
+        query = (rows.writeStream.format("delta").outputMode("append")
+                 .option("checkpointLocation", spec["checkpoint"])
+                 .trigger(processingTime="1 second").start(spec["table"]))
+    else:
+        query = (rows.writeStream.foreachBatch(write)
+                 .option("checkpointLocation", spec["checkpoint"])
+                 .trigger(processingTime="1 second").start())
     query.awaitTermination()
 
 

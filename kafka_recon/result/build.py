@@ -103,7 +103,8 @@ class Inputs:
             spans=dict(getattr(self.aggregates.tier(t.tier), "partitions", None) or {}),
             audit=self.audit.of_tier(t.tier, self.flow.topic_tier.name),
             flight=self.flight.of(t.tier), restarts=restarts,
-            tables={x.name: x.format for x in self.flow.table_tiers})
+            tables={x.name: x.format for x in self.flow.table_tiers},
+            writers={x.name: x.writers for x in self.aggregates.tiers if x.writers})
             for t in self.replayed.topics}
 
 

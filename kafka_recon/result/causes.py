@@ -29,6 +29,7 @@ from kafka_recon.runfiles.aggregates import (
     Runs,
     Shape,
     Stamps,
+    StreamWriter,
 )
 from kafka_recon.runfiles.audit import Risk
 from kafka_recon.runfiles.flight import Member, PartitionEvent, Timeline
@@ -54,6 +55,7 @@ class Evidence:
     flight: Timeline = field(default_factory=Timeline)              # the flight recorder's
     restarts: dict[str, int] = field(default_factory=dict)          # Flume point -> restarts
     tables: dict[str, str] = field(default_factory=dict)            # table tier -> its format
+    writers: dict[str, list[StreamWriter]] = field(default_factory=dict)  # a table's queries
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,10 @@ CAUSES: dict[str, Known] = {
     "redelivery_after_crash": Known(
         "000,003", "Make the sink's write idempotent (upsert by id), or commit the offsets in "
                    "the same transaction as the write."),
+    "checkpoint_reset": Known(
+        "004", "Never delete a streaming job's checkpoint to restart it; when it is lost, start "
+               "the new query from the offsets the table last committed (startingOffsets as "
+               "JSON), not `latest`, then reconcile the window again."),
     "replayed_micro_batch": Known(
         "000,003", "Write the stream into a transactional table (Delta, Iceberg: their "
                    "streaming writers commit a batch once), or make foreachBatch idempotent "
@@ -264,6 +270,32 @@ def consume_duplicate(runs: Runs | None, table: str | None = None) -> Cause:
     return cause("redelivery_after_crash", "records were delivered again, one by one",
                  "possible", evidence + ["the copies are scattered singles, not a batch: the "
                                          "sink's own retries may have written them twice"])
+
+
+def _restarted(writers: list[StreamWriter]) -> tuple[StreamWriter, StreamWriter] | None:
+    """The query a table's writer ran before it lost its checkpoint, and the new one that
+    began again at epoch 0 (the history's order), when the history shows one."""
+    for before, after in zip(writers, writers[1:], strict=False):
+        if after.first_epoch == 0 and after.query_id != before.query_id:
+            return before, after
+    return None
+
+
+def checkpoint_reset(runs: Runs | None, restart: tuple[StreamWriter, StreamWriter]) -> Cause:
+    """A consume-side loss into a table whose streaming writer started over."""
+    before, after = restart
+    evidence = [f"the table's history: streaming query {before.query_id} committed epochs "
+                f"{before.first_epoch}-{before.last_epoch} until {before.last_at}; query "
+                f"{after.query_id} began at epoch 0 at {after.first_at} (a new checkpoint)"]
+    if runs:
+        evidence.append(f"the lost records sit at {_runs_text(runs)}")
+    likely = runs is not None and _batched(runs) and len(runs.largest) == runs.runs
+    return cause("checkpoint_reset",
+                 "the streaming job writing the table started over without its checkpoint, "
+                 "from offsets past records it had not processed: they were never read",
+                 "likely" if likely else "possible",
+                 evidence + ([] if likely else ["the lost records are not contiguous runs: "
+                                                "something else may have lost some"]))
 
 
 def between_topics(kind: str, side: str, name: str, hop: HopTally | None) -> Cause:
@@ -513,6 +545,9 @@ def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | No
     if side in ("replication", "process") and kind in ("loss", "duplicate"):
         return between_topics(kind, side, finding.hop, hop)
     if kind == "loss" and out_of_topic:
+        restart = _restarted(ev.writers.get(ends[-1]) or [])
+        if restart is not None:
+            return checkpoint_reset(hop.missing_runs if hop else None, restart)
         return consume_loss(hop.missing_runs if hop else None, ev)
     if kind == "duplicate" and out_of_topic:
         return consume_duplicate(hop.duplicate_runs if hop else None, ev.tables.get(ends[-1]))

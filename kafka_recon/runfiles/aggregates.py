@@ -24,6 +24,16 @@ class PartitionSpan(Part):
         return self.records == self.last_offset - self.first_offset + 1
 
 
+class StreamWriter(Part):
+    """A streaming query that committed to a table tier (from the table's commit history)."""
+    query_id: str
+    first_epoch: int
+    last_epoch: int
+    first_at: str                 # ISO 8601, UTC
+    last_at: str
+    commits: int
+
+
 class TierTally(Part):
     name: str
     type: str                     # the tier's type: sql, kafka, flume, table
@@ -40,6 +50,7 @@ class TierTally(Part):
     late_file: str | None = None
     late_buckets: dict[str, int] = {}
     as_of: int | None = None      # a table: the Iceberg snapshot or Delta version read
+    writers: list[StreamWriter] | None = None  # a Delta table: its streaming writers
 
 
 class HopBuckets(Part):

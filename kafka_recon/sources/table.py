@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from kafka_recon.config import TableTier
 from kafka_recon.errors import TableTierError
-from kafka_recon.window import Window
+from kafka_recon.runfiles.aggregates import StreamWriter
+from kafka_recon.window import Window, iso_z
 
 if TYPE_CHECKING:  # Spark is handed in by the step that reads: the sources never start one
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,6 +32,7 @@ _TIMES = ("timestamp", "timestamp_ntz", "date", "string")
 class TableRead:
     records: DataFrame  # (id text, event_time timestamp), the window's
     as_of: int | None   # the Iceberg snapshot or Delta version read
+    writers: list[StreamWriter] | None = None  # a Delta table's streaming writers
 
 
 def _what(tier: TableTier) -> str:
@@ -66,6 +68,34 @@ def _load(spark: SparkSession, tier: TableTier) -> tuple[DataFrame, int | None]:
         reader = reader.option("snapshot-id" if tier.format == "iceberg" else "versionAsOf",
                                str(as_of))
     return reader.load(tier.table), as_of
+
+
+def _writers(spark: SparkSession, tier: TableTier, window: Window, as_of: int | None
+             ) -> list[StreamWriter] | None:
+    """The streaming queries that committed to a Delta table from the window's start on (up to
+    the version read): per query its epochs, times and commits, from the table's history,
+    aggregated in Spark (a row per query). A query that starts again at epoch 0 is a writer
+    that lost its checkpoint: the cause of a loss (kafka_recon.result.causes)."""
+    from pyspark.sql import functions as F
+
+    if tier.format != "delta":
+        return None
+    path = tier.table.replace("`", "``")
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`")
+    epoch = F.col("operationParameters").getItem("epochId").try_cast("long")
+    streamed = history.where((F.col("operation") == "STREAMING UPDATE")
+                             & (F.col("timestamp") >= F.lit(window.start))
+                             & (F.col("version") <= F.lit(as_of if as_of is not None else
+                                                          2**62)))
+    rows = (streamed.groupBy(F.col("operationParameters").getItem("queryId").alias("q"))
+            .agg(F.min(epoch).alias("first"), F.max(epoch).alias("last"),
+                 F.min("timestamp").alias("first_at"), F.max("timestamp").alias("last_at"),
+                 F.count("*").alias("commits"))
+            .orderBy("first_at").collect())
+    return [StreamWriter(query_id=str(r["q"]), first_epoch=int(r["first"] or 0),
+                         last_epoch=int(r["last"] or 0), first_at=iso_z(r["first_at"]),
+                         last_at=iso_z(r["last_at"]), commits=int(r["commits"]))
+            for r in rows]
 
 
 def _column(tier: TableTier, df: DataFrame, name: str, role: str) -> str:
@@ -108,4 +138,12 @@ def read_table(spark: SparkSession, tier: TableTier, window: Window) -> TableRea
     records = (df.where((when >= F.lit(start)) & (when < F.lit(end)))
                .select(F.col(f"`{id_col}`").cast("string").alias("id"),
                        when.alias("event_time")))
-    return TableRead(records, as_of)
+    try:
+        writers = _writers(spark, tier, window, as_of)
+    except Exception as exc:  # the history is evidence: a table read without it stays read
+        import logging
+
+        logging.getLogger(__name__).warning("%s: its commit history was not read: %s",
+                                            _what(tier), _first_line(exc))
+        writers = None
+    return TableRead(records, as_of, writers)

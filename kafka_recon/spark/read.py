@@ -3,6 +3,7 @@ bucket (pure transforms), and a SQL tier's ids as Spark reads them over JDBC."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -10,7 +11,7 @@ from pyspark.sql import functions as F
 
 from kafka_recon.config import SqlTier, TableTier
 from kafka_recon.sources.jdbc import read_ids
-from kafka_recon.sources.table import read_table
+from kafka_recon.sources.table import TableRead, read_table
 from kafka_recon.spark.records import event_time, normalise_id
 from kafka_recon.window import Window
 
@@ -49,10 +50,9 @@ def read_sql_tier(spark: SparkSession, tier: SqlTier, window: Window) -> DataFra
                      event_time(F.col("event_time"), "iso8601").alias("event_time"))
 
 
-def read_table_tier(spark: SparkSession, tier: TableTier, window: Window
-                    ) -> tuple[DataFrame, int | None]:
+def read_table_tier(spark: SparkSession, tier: TableTier, window: Window) -> TableRead:
     """A table tier's (id, event_time) records of the window, normalised as every tier's are,
-    and the table's state it read (an Iceberg snapshot, a Delta version)."""
+    the table's state it read (an Iceberg snapshot, a Delta version) and its writers."""
     read = read_table(spark, tier, window)
-    return (read.records.select(normalise_id(F.col("id")).alias("id"), "event_time"),
-            read.as_of)
+    return replace(read, records=read.records.select(normalise_id(F.col("id")).alias("id"),
+                                                     "event_time"))

@@ -39,6 +39,7 @@ from kafka_recon.runfiles.aggregates import (
 from kafka_recon.runfiles.replays import Replays, TopicReplays
 from kafka_recon.runfiles.stage import Stage
 from kafka_recon.runfolder import RunFolder
+from kafka_recon.sources.table import TableRead
 from kafka_recon.sources.topic import PartitionRange, retention_cut
 from kafka_recon.spark.compare import compare, ids_of, late, marks, missing
 from kafka_recon.spark.evidence import evidence_tables, needs_sort, rank_topic, summaries
@@ -73,7 +74,7 @@ class IdTiers:
     records: list[DataFrame]           # the identifiable window records, with their bucket
     topics: dict[int, KafkaTier]       # the slots that are topics
     cached: list[DataFrame] = field(default_factory=list)  # unpersisted when the step ends
-    as_of: dict[int, int] = field(default_factory=dict)  # a table slot: the state it read
+    tables: dict[int, TableRead] = field(default_factory=dict)  # a table slot: as read
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.cached.append(df.cache())
@@ -146,10 +147,9 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 # already in memory: a filter over the replay's cache
                 ids.raws.append(raw if topic_records is not None else ids.keep(raw))
             elif isinstance(tier, TableTier):
-                table, as_of = read_table_tier(spark, tier, window)
-                if as_of is not None:
-                    ids.as_of[ids.slot[i]] = as_of
-                ids.raws.append(ids.keep(table))
+                table = read_table_tier(spark, tier, window)
+                ids.tables[ids.slot[i]] = table
+                ids.raws.append(ids.keep(table.records))
             else:
                 assert isinstance(tier, SqlTier)  # an id tier is a topic, a table or SQL
                 ids.raws.append(ids.keep(read_sql_tier(spark, tier, window)))
@@ -214,8 +214,9 @@ def tier_tally(flow: Flow, window: Window, folder: RunFolder, staged: Stage, ids
     bad = counts.per_record.get(("unidentifiable", k), {})
     tally = TierTally(name=point.name, type=point.tier.type, count=sum(got.values()),
                       distinct=sum(counts.per_id.get(("present", k), {}).values()),
-                      buckets=got, exact=True, unidentifiable=sum(bad.values()),
-                      as_of=ids.as_of.get(k))
+                      buckets=got, exact=True, unidentifiable=sum(bad.values()))
+    if k in ids.tables:
+        tally.as_of, tally.writers = ids.tables[k].as_of, ids.tables[k].writers
     if tally.unidentifiable:
         target = folder.ids_file("unidentifiable", point.tier.name)
         unreadable = ids.raws[k].where(~identifiable(ids.raws[k]))

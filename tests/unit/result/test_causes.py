@@ -144,6 +144,25 @@ def test_a_batch_written_twice_into_parquet_files_is_a_replayed_micro_batch() ->
     assert delta is not None and delta["code"] == "redelivery_after_crash"
 
 
+def test_a_loss_into_a_table_whose_streaming_writer_began_again_at_epoch_0_is_a_checkpoint_reset(
+        ) -> None:
+    from kafka_recon.runfiles.aggregates import StreamWriter
+
+    def writer(q: str, first: int, last: int, at: str) -> StreamWriter:
+        return StreamWriter(query_id=q, first_epoch=first, last_epoch=last, first_at=at,
+                            last_at=at, commits=last - first + 1)
+    restarted = [writer("a1", 0, 6, "2026-11-20T08:00:00Z"),
+                 writer("b2", 0, 9, "2026-11-20T08:01:00Z")]
+    hop = {"missing_runs": runs(run(0, 900, 1499), run(1, 900, 1499))}
+    c = classify(loss(), hop, ev(writers={"warehouse": restarted}))
+    assert c is not None and (c["code"], c["confidence"]) == ("checkpoint_reset", "likely")
+    assert "query b2 began at epoch 0" in " ".join(c["evidence"])
+    # one query resumed from its checkpoint (epochs go on): the usual consumer evidence applies
+    resumed = [restarted[0], writer("a1", 7, 9, "2026-11-20T08:01:00Z")]
+    other = classify(loss(), hop, ev(writers={"warehouse": resumed}))
+    assert other is not None and other["code"] != "checkpoint_reset"
+
+
 def test_write_side_causes_from_the_audit_alone_are_never_likely() -> None:
     acks = [{"rule": "P1-acks", "observed": "acks=1"}]
     write = loss(hop=f"orders_db->{TOPIC}", side="write")

@@ -41,9 +41,9 @@ def test_parquet_ids_are_exact_text_and_only_the_windows_records_are_read(
         (big, START), (7, START + timedelta(hours=23, minutes=59)),
         (8, START + timedelta(days=1)), (9, START - timedelta(seconds=1))],
         "order_id long, created_at timestamp")
-    df, as_of = read_table_tier(spark, _tier(path, id="order_id", event_time="created_at"),
-                                WINDOW)
-    assert sorted(r["id"] for r in df.collect()) == [str(big), "7"] and as_of is None
+    read = read_table_tier(spark, _tier(path, id="order_id", event_time="created_at"), WINDOW)
+    assert sorted(r["id"] for r in read.records.collect()) == [str(big), "7"]
+    assert read.as_of is None and read.writers is None
 
 
 def test_decimal_ids_and_text_times_read_as_every_tier_reads_them(
@@ -52,7 +52,7 @@ def test_decimal_ids_and_text_times_read_as_every_tier_reads_them(
         (Decimal("1.00"), "2026-11-20T08:00:00Z"), (Decimal("2.50"), "2026-11-20 09:00:00"),
         (Decimal("3.00"), "not a time")], "id decimal(25,2), event_time string")
     got = {r["id"]: r["event_time"] for r in
-           read_table_tier(spark, _tier(path), WINDOW)[0].collect()}
+           read_table_tier(spark, _tier(path), WINDOW).records.collect()}
     assert got == {"1": datetime(2026, 11, 20, 8), "2.50": datetime(2026, 11, 20, 9)}
 
 
