@@ -32,6 +32,7 @@ from harness.drill.truth import (
     sql_time,
     table_ids,
     topic_ids,
+    url_ids,
 )
 from harness.services.kafka import KafkaCluster
 from kafka_recon import orchestrate
@@ -56,7 +57,7 @@ FLOW_ONE = """  {name}:
     tiers:
       - name: db
         type: sql
-        conn: "sqlite:///{up}"
+        conn: "{up}"
         ids: "SELECT id, ts AS event_time FROM src WHERE ts >= :start AND ts < :end"
 {extra_tiers}      - name: topic
         type: kafka
@@ -218,6 +219,12 @@ class Ctx:
     flume: Any = None                     # S10's agent and snapshots: stopped after the window
     target: KafkaCluster | None = None    # a mirrored scenario's aggregate cluster (alias B)
     mirrors: list[Any] = field(default_factory=list)  # its MirrorMaker 2, stopped after the act
+    mariadb: Any = None                   # the upstream's MariaDB server, when it is one
+
+    @property
+    def upstream_url(self) -> str:
+        """The upstream table's database, as the flow's first tier names it."""
+        return self.mariadb.url("up") if self.mariadb is not None else f"sqlite:///{self.upstream}"
 
     @property
     def processed(self) -> str:
@@ -377,6 +384,9 @@ class Scenario:
     processor: bool = False  # ... or through a processor's output topic on the same cluster
     # the sink is a table a streaming job writes (its format), not the consumer's SQL table
     sink_format: str | None = None
+    # where the upstream table is: SQLite, or a MariaDB server of the attempt's own (its rows
+    # then come from the act, AUTO_INCREMENT ids)
+    upstream: str = "sqlite"
     # the truth when a plain read of the topic cannot tell it (retention deleted the records)
     truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
 
@@ -408,7 +418,15 @@ def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path,
         from harness.services.kafka_security import grant, reader_acls
 
         grant(cluster.bootstrap, "recon", reader_acls(topic, [ctx.group]))
-    _exec(ctx.upstream, "CREATE TABLE src (id INTEGER PRIMARY KEY, ts TEXT)")
+    if sc.upstream == "mariadb":
+        from harness.services.mariadb import MariaDBServer
+
+        ctx.mariadb = MariaDBServer(folder / "mariadb").start()
+        ctx.mariadb.create_database("up")
+        ctx.mariadb.sql("CREATE TABLE src (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
+                        "ts DATETIME NOT NULL)", "up")
+    else:
+        _exec(ctx.upstream, "CREATE TABLE src (id INTEGER PRIMARY KEY, ts TEXT)")
     return ctx
 
 
@@ -432,7 +450,7 @@ def _write_config(sc: Scenario, ctx: Ctx) -> Path:
     flows = []
     for sink in sc.sinks:
         flows.append(FLOW_ONE.format(
-            name=_flow_name(sc, sink), grace=ctx.grace_s, up=ctx.upstream,
+            name=_flow_name(sc, sink), grace=ctx.grace_s, up=ctx.upstream_url,
             bucket=ctx.bucket,
             kafka_at=f'conn: "{DRILL_CONN}"' if ctx.cluster.security else
             f'bootstrap: "{ctx.bootstrap}"', topic=ctx.topic, group=ctx.group,
@@ -530,6 +548,16 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path,
             target: KafkaCluster | None = None) -> dict[str, Any]:
     """One run of a scenario; NotBitten when the fault did not take effect."""
     ctx = _setup(sc, cluster, folder, target)
+    try:
+        return _judged(sc, ctx, spark, folder)
+    finally:
+        if ctx.mariadb is not None:
+            ctx.mariadb.stop()
+
+
+def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path) -> dict[str, Any]:
+    """The scenario's act on its prepared tiers, then the runs judged against the truth."""
+    cluster = ctx.cluster
     # the store the run's stage step reads the recorder from (and S10's Flume counters)
     os.environ["KAFKA_RECON_SNAPSHOTS"] = str(folder / "snapshots.db")
     flight = FlightRecorder(ctx, [_flow_name(sc, sink) for sink in sc.sinks])
@@ -539,8 +567,9 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path,
     start = _ceil_second(datetime.now(UTC))
     time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
     created = datetime.now(UTC)
-    _exec(ctx.upstream, "INSERT INTO src VALUES (?, ?)",
-          [(i, sql_time(created)) for i in range(1, sc.rows + 1)])
+    if ctx.mariadb is None:
+        _exec(ctx.upstream, "INSERT INTO src VALUES (?, ?)",
+              [(i, sql_time(created)) for i in range(1, sc.rows + 1)])
     try:
         try:
             sc.act(ctx)
@@ -572,7 +601,8 @@ def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path,
                  f"{flight.missed} missed")
         if ctx.flume is not None:
             ctx.flume.stop()
-    up = sql_ids(str(ctx.upstream), "src", start, end)
+    up = url_ids(ctx.upstream_url, "src", start, end) if ctx.mariadb is not None \
+        else sql_ids(str(ctx.upstream), "src", start, end)
     tp, late = topic_ids(ctx.bootstrap, ctx.topic, start, end, closes)
     truth = Truth(up, tp, late, {s: table_ids(p, start, end) if sc.sink_format
                                  else sql_ids(str(p), "dst", start, end)

@@ -26,7 +26,7 @@ from harness.drill.faults import (
     wait_leader_moved,
 )
 from harness.drill.runner import App, Ctx, Key, Scenario, Truth
-from harness.drill.truth import chain_findings
+from harness.drill.truth import chain_findings, sql_time
 
 RATE = 500  # records/s: sending lasts seconds, so a fault lands in the middle of it
 
@@ -654,6 +654,44 @@ def s21(ctx: Ctx) -> None:
     ctx.note(f"restarted on its checkpoint: every one of {acked} records in the table")
 
 
+# ------------------------------------------------------------------ MariaDB upstream (S22)
+def s22(ctx: Ctx) -> None:
+    from datetime import UTC, datetime
+
+    from confluent_kafka import Producer
+    from sqlalchemy import create_engine, text
+
+    from harness.drill.runner import SAFE_PRODUCER
+    from kafka_recon.sources.connections import resolve
+
+    # the application publishes each row inside the transaction that writes it (the outbox
+    # done wrong): six batches of 100, the fourth rolled back after it was sent
+    engine = create_engine(resolve(ctx.upstream_url))
+    p = Producer({"bootstrap.servers": ctx.bootstrap, **SAFE_PRODUCER})
+    loader = ctx.consumer()
+    rolled: list[int] = []
+    try:
+        for batch in range(6):
+            with engine.connect() as con:
+                tx = con.begin()
+                at = sql_time(datetime.now(UTC))
+                ids = [int(con.execute(text("INSERT INTO src (ts) VALUES (:t)"),
+                                       {"t": at}).lastrowid) for _ in range(100)]
+                for i in ids:
+                    p.produce(ctx.topic, key=str(i), value=json.dumps({"id": i, "ts": at}))
+                assert p.flush(30) == 0
+                if batch == 3:
+                    tx.rollback()
+                    rolled += ids
+                else:
+                    tx.commit()
+    finally:
+        engine.dispose()
+    ctx.note(f"ids {rolled[0]}-{rolled[-1]} published, then their transaction rolled back; "
+             "the batches after it committed")
+    ctx.drain(loader)
+
+
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S1", "producer acks=0, leader killed and restarted while sending", "000, 001, 002",
              [("loss", "write", "db->topic")], s1, replication=2,
@@ -727,4 +765,8 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              "write and its checkpoint's commit", "000, 003",
              [("duplicate", "consume", "topic->{sink}")], s21, partitions=2,
              sink_format="parquet", causes=("replayed_micro_batch",)),
+    Scenario("S22", "a MariaDB upstream whose application publishes inside its transaction, "
+             "one batch rolled back after it was sent", "004",
+             [("unexpected", "write", "db->topic")], s22, partitions=2, rows=0,
+             upstream="mariadb", causes=("published_then_rolled_back",)),
 ]}

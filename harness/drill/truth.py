@@ -52,6 +52,23 @@ def table_ids(path: Path, start: datetime, end: datetime) -> Counter[int]:
                    and lo <= t.replace(tzinfo=None) < hi)
 
 
+def url_ids(url: str, table: str, start: datetime, end: datetime) -> Counter[int]:
+    """The ids of a table in a database kafka-recon reads (MariaDB), whose `ts` is in
+    [start, end): what its committed rows hold."""
+    from sqlalchemy import create_engine, text
+
+    from kafka_recon.sources.connections import resolve
+
+    engine = create_engine(resolve(url))
+    try:
+        with engine.connect() as con:
+            rows = con.execute(text(f"SELECT id FROM {table} WHERE ts >= :lo AND ts < :hi"),  # noqa: S608
+                               {"lo": start.replace(tzinfo=None), "hi": end.replace(tzinfo=None)})
+            return Counter(int(r[0]) for r in rows)
+    finally:
+        engine.dispose()
+
+
 def sql_ids(path: str, table: str, start: datetime, end: datetime) -> Counter[int]:
     lo, hi = sql_time(start), sql_time(end)
     con = sqlite3.connect(path)

@@ -84,6 +84,10 @@ CAUSES: dict[str, Known] = {
         "000,003", "Write the stream into a transactional table (Delta, Iceberg: their "
                    "streaming writers commit a batch once), or make foreachBatch idempotent "
                    "(overwrite what the batch id wrote, or upsert by id)."),
+    "published_then_rolled_back": Known(
+        "004", "Publish a row only once its transaction has committed: an outbox table read "
+               "by a change-data-capture connector, or send after COMMIT (never inside the "
+               "transaction)."),
     "written_by_someone_else": Known(
         "004", "Find the sink's other writers (load jobs, back-fills, manual fixes) and keep "
                "them off the flow's table, or give them their own ids."),
@@ -296,6 +300,24 @@ def checkpoint_reset(runs: Runs | None, restart: tuple[StreamWriter, StreamWrite
                  "likely" if likely else "possible",
                  evidence + ([] if likely else ["the lost records are not contiguous runs: "
                                                 "something else may have lost some"]))
+
+
+def rolled_back(finding: Finding, hop: HopTally) -> Cause:
+    """Records in the topic that the upstream does not hold, whose ids are gaps in its own
+    sequence: rows the producer sent inside a transaction that then rolled back."""
+    inside = hop.unexpected_inside or 0
+    evidence = [f"{inside} of the {finding.count} id(s) lie between the upstream's lowest and "
+                "highest id: gaps in its own sequence, as a rolled-back transaction leaves"]
+    runs = hop.unexpected_runs
+    if runs:
+        evidence.append(f"they sit in the topic at {_runs_text(runs)}")
+    likely = inside == finding.count and runs is not None and _batched(runs)
+    return cause("published_then_rolled_back",
+                 "the producer published rows that its database never committed: the "
+                 "transaction that wrote them rolled back after they were sent",
+                 "likely" if likely else "possible",
+                 evidence + ([] if likely else ["not every id is a gap, or they are scattered: "
+                                                "another writer may have sent some"]))
 
 
 def between_topics(kind: str, side: str, name: str, hop: HopTally | None) -> Cause:
@@ -551,6 +573,8 @@ def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | No
         return consume_loss(hop.missing_runs if hop else None, ev)
     if kind == "duplicate" and out_of_topic:
         return consume_duplicate(hop.duplicate_runs if hop else None, ev.tables.get(ends[-1]))
+    if kind == "unexpected" and into_topic and hop is not None and hop.unexpected_inside:
+        return rolled_back(finding, hop)
     if kind == "unexpected":
         return cause("written_by_someone_else",
                      "the records have no upstream record and never passed through the flow's "

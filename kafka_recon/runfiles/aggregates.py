@@ -137,6 +137,10 @@ class HopTally(Part):
     missing_shape: Shape | None = None
     duplicate_runs: Runs | None = None
     duplicate_stamps: Stamps | None = None
+    unexpected_runs: Runs | None = None   # into a topic: where records from nowhere sit
+    # into a topic: how many of them have ids between the upstream's lowest and highest (gaps
+    # in its sequence, as a transaction rolled back after its rows were published leaves)
+    unexpected_inside: int | None = None
 
     @property
     def name(self) -> str:

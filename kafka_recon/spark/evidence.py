@@ -221,9 +221,22 @@ def evidence_tables(hop: HopTally, a: Point, b: Point, found: dict[str, DataFram
         if hop.duplicate:
             runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_b())
             runs["duplicate_stamps"] = copies_of(found["duplicate"], ranked_b())
+        if hop.unexpected:
+            runs["unexpected_runs"] = runs_of(found["unexpected"], ranked_b())
     elif isinstance(a.tier, KafkaTier):
         if hop.missing:
             runs["missing_runs"] = runs_of(found["missing"], ranked_a())
         if hop.duplicate:
             runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_a())
     return runs
+
+
+def inside_upstream(unexpected: DataFrame, upstream: DataFrame) -> int | None:
+    """How many ids from nowhere lie strictly between the upstream's lowest and highest id, as
+    numbers (None when the upstream's ids are not numbers): gaps in its own sequence. One
+    aggregate row reaches the driver, then one count."""
+    number = F.col("id").try_cast("decimal(38,0)")
+    lo, hi = upstream.agg(F.min(number), F.max(number)).first() or (None, None)
+    if lo is None or hi is None:
+        return None
+    return unexpected.where((number > F.lit(lo)) & (number < F.lit(hi))).count()

@@ -42,7 +42,13 @@ from kafka_recon.runfolder import RunFolder
 from kafka_recon.sources.table import TableRead
 from kafka_recon.sources.topic import PartitionRange, retention_cut
 from kafka_recon.spark.compare import compare, ids_of, late, marks, missing
-from kafka_recon.spark.evidence import evidence_tables, needs_sort, rank_topic, summaries
+from kafka_recon.spark.evidence import (
+    evidence_tables,
+    inside_upstream,
+    needs_sort,
+    rank_topic,
+    summaries,
+)
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files, write_ids
 from kafka_recon.spark.read import (
     identifiable,
@@ -265,6 +271,10 @@ def hop_tallies(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts,
             hops.append(counted_hop(flow, a, b, tiers[i], tiers[i + 1]))
             continue
         hop, found = exact_hop(flow, folder, ids, counts, i, files)
+        if hop.unexpected and isinstance(b.tier, KafkaTier) and not isinstance(a.tier,
+                                                                                KafkaTier):
+            hop.unexpected_inside = inside_upstream(found["unexpected"],
+                                                    ids.records[ids.slot[i]])
         hops.append(hop)
         tables.update({(i, key): df for key, df in evidence_tables(
             hop, a, b, found, ranked(ids.slot[i]), ranked(ids.slot[i + 1]),

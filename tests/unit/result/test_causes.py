@@ -163,6 +163,21 @@ def test_a_loss_into_a_table_whose_streaming_writer_began_again_at_epoch_0_is_a_
     assert other is not None and other["code"] != "checkpoint_reset"
 
 
+def test_records_from_nowhere_whose_ids_are_gaps_upstream_were_published_then_rolled_back(
+        ) -> None:
+    into = loss(hop=f"orders_db->{TOPIC}", side="write", kind="unexpected", count=100)
+    hop = {"unexpected_runs": runs(run(0, 500, 549), run(1, 480, 529)), "unexpected_inside": 100}
+    c = classify(into, hop, ev())
+    assert c is not None and (c["code"], c["confidence"]) == ("published_then_rolled_back",
+                                                              "likely")
+    some = classify(into, {**hop, "unexpected_inside": 40}, ev())
+    assert some is not None and (some["code"], some["confidence"]) == (
+        "published_then_rolled_back", "possible")
+    # ids beyond the upstream's range: nothing says the upstream ever had them
+    none = classify(into, {**hop, "unexpected_inside": 0}, ev())
+    assert none is not None and none["code"] == "written_by_someone_else"
+
+
 def test_write_side_causes_from_the_audit_alone_are_never_likely() -> None:
     acks = [{"rule": "P1-acks", "observed": "acks=1"}]
     write = loss(hop=f"orders_db->{TOPIC}", side="write")
