@@ -4,14 +4,13 @@ Iceberg's and Delta's jars added for the flow), exact to the id against a known 
 the snapshot or version it read; a re-run pinned to the older state (`as_of`) reads that
 state, and a table that does not exist ends the run inconclusive naming it.
 
-The upstream's connection is Airflow's (`AIRFLOW_CONN_*`, its URI form); the DAG-run test
-resolves a MariaDB connection from Airflow's metadata database."""
+The upstream's connection is held in Airflow's metadata database (the command line, beside
+a deployed Airflow, resolves it there)."""
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,8 +23,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from harness import lake
+from harness.services.airflow import airflow, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.mariadb import MariaDBServer
+from harness.services.ports import free_port
 from tests.integration.engine_harness import END, START, Scenario, text
 
 pytestmark = pytest.mark.integration
@@ -99,11 +100,16 @@ def lakes(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
                                 "batches": batches},
                     "delta": {"path": str(delta), "batches": batches}}, work)
         u = make_url(up)
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-               "KAFKA_RECON_STORE": f"sqlite:///{work / 'store.db'}",
-               # Airflow's URI form of a mysql connection
-               "AIRFLOW_CONN_ORDERS_MARIA": f"mysql://{u.username}:{u.password}@{u.host}:"
-                                            f"{u.port}/{u.database}?charset=utf8mb4"}
+        env = airflow_env(work / "airflow", smtp_port=free_port(), extra={
+            "KAFKA_RECON_STORE": f"sqlite:///{work / 'store.db'}"})
+        conns = work / "conns.json"
+        conns.write_text(json.dumps({"orders_maria": {
+            "conn_type": "mysql", "host": u.host, "port": u.port, "schema": u.database,
+            "login": u.username, "password": u.password,
+            "extra": json.dumps({"charset": "utf8mb4"})}}))
+        for args in (["db", "migrate"], ["connections", "import", str(conns)]):
+            assert airflow(args, env, work / "setup.log").returncode == 0, work / "setup.log"
+        conns.unlink()
         yield Lake(work, scn, env, warehouse, delta)
     finally:
         maria.stop()
