@@ -40,7 +40,17 @@ def _what(tier: TableTier) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "desc", None) or exc).strip()
+    """What failed, in one line: Spark's own message, or for an error raised in the JVM (over
+    Py4J, which says only which call failed) the Java exception and its root cause."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        root = java
+        while root.getCause() is not None and root.getCause() is not root:
+            root = root.getCause()
+        outer, inner = str(java.toString()), str(root.toString())
+        text = outer if inner == outer else f"{outer} (caused by {inner})"
+    else:
+        text = str(getattr(exc, "desc", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 

@@ -191,7 +191,7 @@ def test_a_malformed_client_properties_file_exit_2_naming_file_and_line(
 
 @pytest.mark.parametrize(("url", "says"), [
     ("postgresql://u:secret@127.0.0.1:notaport/sink", "not a database URL"),
-    ("mysql://u:secret@127.0.0.1/sink", "no driver is bundled for 'mysql'"),
+    ("mssql://u:secret@127.0.0.1/sink", "no driver is bundled for 'mssql'"),
 ])
 def test_a_database_url_that_cannot_be_used_is_an_inconclusive_run_naming_the_tier(
         good: Scenario, tmp_path: Path, url: str, says: str) -> None:

@@ -160,9 +160,18 @@ def test_a_delta_sink_is_exact_to_the_id_and_names_the_version_it_read(lakes: La
     assert _lost(result, out) == ("consume", "orders_topic->lake", LOST)
 
 
-def test_a_table_that_does_not_exist_ends_the_run_inconclusive_naming_it(lakes: Lake) -> None:
-    missing = lakes.work / "no-such-table"
-    code, result, _ = lakes.run("gone", {**DELTA, "table": str(missing)})
+@pytest.mark.parametrize(("name", "table", "says"), [
+    ("gone", {**DELTA, "table": "{work}/no-such-table"},
+     "tier 'lake' (delta table {work}/no-such-table)"),
+    # an Iceberg catalog whose database does not answer (nothing listens on port 1)
+    ("nocatalog", {**ICEBERG, "catalog": {"type": "jdbc", "uri": "jdbc:postgresql://127.0.0.1:1/x",
+                                          "warehouse": "{work}/wh-jdbc"}},
+     "tier 'lake' (iceberg table lake.db.orders): org.apache.iceberg.jdbc"),
+])
+def test_a_table_or_catalog_that_cannot_be_read_ends_the_run_inconclusive_naming_it(
+        lakes: Lake, name: str, table: dict[str, Any], says: str) -> None:
+    table = json.loads(json.dumps(table).replace("{work}", str(lakes.work)))
+    code, result, _ = lakes.run(name, table)
     assert code == 2 and result["status"] == "inconclusive"
     [reason] = result["reasons"]
-    assert f"tier 'lake' (delta table {missing})" in reason, reason
+    assert says.replace("{work}", str(lakes.work)) in reason and "\n" not in reason, reason

@@ -20,8 +20,11 @@ from kafka_recon.settings import REPO_ROOT, spark_jars
 
 pytestmark = pytest.mark.integration
 
-START = datetime(2026, 11, 20, tzinfo=UTC)
+# two days back from today, never a fixed date: the broker's retention (7 days by default)
+# deletes records whose timestamps are older, and a fixed date grows older every day
+START = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 END = START + timedelta(days=1)
+AT = (START + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")  # a record's event time
 
 FLOW = """
 flows:
@@ -116,7 +119,7 @@ def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
     from kafka_recon.spark import replay as P
     from kafka_recon.window import Window
 
-    values = [json.dumps({"id": i, "ts": "2026-11-20T01:00:00Z"}) for i in range(1, 51)]
+    values = [json.dumps({"id": i, "ts": AT}) for i in range(1, 51)]
     topic = f"digest-{uuid.uuid4().hex[:8]}"
     _fill(kafka.bootstrap, topic, values)
     config = tmp_path / "flows.yaml"
@@ -149,7 +152,7 @@ def test_a_later_replay_that_reads_what_the_first_did_is_proven_by_digests(
         for _ in range(60):  # a deleted topic's name is free again a moment later
             try:
                 _fill(kafka.bootstrap, topic, [*values[:-1], json.dumps(
-                    {"id": 999, "ts": "2026-11-20T01:00:00Z"})])
+                    {"id": 999, "ts": AT})])
                 break
             except Exception:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS while it is deleted
                 time.sleep(1)
