@@ -256,7 +256,7 @@ DELTA_SPARK = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"
 
 class TableTier(_Strict):
     """A lakehouse table or Parquet files, read by Spark (never staged): the window is a
-    predicate on the event-time column, so a table partitioned by time reads only its part."""
+    predicate on the event-time column, so a table partitioned by time can skip the rest."""
     name: str
     """The tier's name, unique in the flow: it names the tier in hops, findings and id files."""
     type: Literal["table"]

@@ -1,7 +1,8 @@
 """How Spark reads a `table` tier: an Iceberg or Delta table, or Parquet files.
 
-The window is a predicate on the event-time column, so a table partitioned by time (Iceberg's
-hidden partitions, a Delta or Hive partition column) reads only its part. A versioned table is
+The window is a predicate on the event-time column, handed to the table's reader, so a table
+partitioned by time (Iceberg's hidden partitions, a Delta partition column) can skip the files
+outside it. A versioned table is
 read at one state, named in the result: the Iceberg snapshot or Delta version current when the
 run began (or the tier's `as_of`), so a re-run can read the same state again.
 
