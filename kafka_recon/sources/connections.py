@@ -56,17 +56,10 @@ def _json_form(conn_id: str, text: str, var: str) -> dict[str, Any] | None:
 def _from_airflow_value(conn_id: str, value: str, var: str) -> str:
     """AIRFLOW_CONN_* in URI or JSON form."""
     text = value.strip()
-    fields = _json_form(conn_id, text, var)
-    if fields is not None:
-        known = ("conn_type", "host", "schema", "login", "password", "port")
-        return url_from_fields(conn_id, **{k: fields.get(k) for k in known},
-                               extra=_extra_dict(conn_id, fields.get("extra") or {}))
-    if re.match(r"^(postgres(ql)?|mysql|mariadb)://", text):
-        # Airflow's URI form: its query is the connection's extra (or `__extra__`, JSON), of
-        # which the driver gets what it takes
-        f = _fields_from_value(conn_id, text, var)
-        return url_from_fields(conn_id, **{k: f[k] for k in FIELDS if k != "extra"},
-                               extra=f["extra"])
+    # the JSON form, and Airflow's URI form of a server database (its query is the connection's
+    # extra, or `__extra__` as JSON): the fields, of whose extra the driver gets what it takes
+    if text.startswith(("{", "[")) or re.match(r"^(postgres(ql)?|mysql|mariadb)://", text):
+        return url_from_fields(conn_id, **_fields_from_value(conn_id, text, var))
     return text
 
 
