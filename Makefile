@@ -22,6 +22,11 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	@command -v java >/dev/null || { echo "java not found: install a JDK 17 (Debian: openjdk-17-jdk-headless)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q uv==$(UV_VERSION)
+	# the MySQL provider the tests stage MariaDB through builds mysqlclient against libmariadb
+	@pkg-config --exists libmariadb 2>/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    apt-get install -y -qq pkg-config libmariadb-dev >/dev/null; } || \
+	  { echo "libmariadb not found: apt-get install pkg-config libmariadb-dev (Debian's packages)"; exit 2; }
 	# bytecode compiled once here, as pip does and uv does not unless told: every kafka-recon
 	# process (a run, a spark-submit driver, an Airflow task) otherwise compiles the modules it
 	# imports again, wherever it may not write them (PYTHONDONTWRITEBYTECODE, a read-only

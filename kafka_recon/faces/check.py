@@ -82,13 +82,11 @@ def _kafka(tier: KafkaTier, window: Window) -> list[str]:
 
 
 def _sql(flow: Flow, tier: SqlTier, window: Window) -> list[str]:
-    from kafka_recon.sources.connections import resolve, where
-    from kafka_recon.sources.sql import stage_sql_tier
+    from kafka_recon.sources.sql import place, stage_sql_tier
 
-    url = resolve(tier.conn)
     point = stage_sql_tier(tier, window, flow.bucket)
     kind = "ids" if point.kind == "ids" else "counted"
-    return [f"{where(url)}: {point.count} row(s) in the window ({kind})"]
+    return [f"{place(tier)}: {point.count} row(s) in the window ({kind})"]
 
 
 def _flume(tier: FlumeTier) -> list[str]:

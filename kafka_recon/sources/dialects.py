@@ -35,6 +35,9 @@ class Dialect:
     jdbc: Callable[[Any], JdbcSource] | None = None
     session: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda _q: {}
     lineage: Callable[[Any], str] | None = None
+    # the statement that puts an open session in UTC (a provider hook's connection, which
+    # kafka-recon does not open itself)
+    utc: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,9 +152,9 @@ def _sqlite_jdbc(u: Any) -> JdbcSource:
 
 DIALECTS = (
     Dialect("postgresql", ("postgresql",), ("postgres", "postgresql"), "psycopg2",
-            "TEXT", _PG_EXTRAS, _pg_jdbc, _pg_session, _pg_lineage),
+            "TEXT", _PG_EXTRAS, _pg_jdbc, _pg_session, _pg_lineage, "SET TIME ZONE 'UTC'"),
     Dialect("mysql", ("mysql", "mariadb"), ("mysql", "mariadb"), "pymysql", "CHAR",
-            _MYSQL_EXTRAS, _mysql_jdbc, _mysql_session, _mysql_lineage),
+            _MYSQL_EXTRAS, _mysql_jdbc, _mysql_session, _mysql_lineage, MYSQL_UTC),
     Dialect("sqlite", ("sqlite",), ("sqlite",), "sqlite", "TEXT", (), _sqlite_jdbc),
 )
 SUPPORTED = tuple(d.name for d in DIALECTS)
@@ -159,11 +162,16 @@ NAMES = ", ".join(SUPPORTED) + " (MariaDB as mysql)"
 
 
 def of_backend(backend: str, name: str = "connection") -> Dialect:
-    for d in DIALECTS:
-        if backend in d.backends:
-            return d
+    d = known(backend)
+    if d is not None:
+        return d
     raise ConnectionUnusable(f"{name}: no driver is bundled for '{backend}' "
                              f"(supported: {NAMES})")
+
+
+def known(backend: str) -> Dialect | None:
+    """The row of an SQLAlchemy backend, if kafka-recon has one."""
+    return next((d for d in DIALECTS if backend in d.backends), None)
 
 
 def of_url(url: str, name: str = "connection") -> tuple[Dialect, Any]:

@@ -9,6 +9,7 @@ its ids itself later. A `counts:` tier is read here, whole: its query returns on
 from __future__ import annotations
 
 import contextlib
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,24 @@ from kafka_recon.errors import ConnectionUnusable, SqlTierError
 from kafka_recon.runfiles.stage import StagedPoint
 from kafka_recon.sources.connections import resolve, where
 from kafka_recon.sources.dialects import session_args
+from kafka_recon.sources.hooks import hook_engine
 from kafka_recon.window import Window
+
+log = logging.getLogger(__name__)
 
 
 def _engine(tier: SqlTier) -> tuple[Any, str]:
+    """The tier's engine and where it points, for messages: through the connection's provider
+    hook where Airflow holds the connection, else from its URL with the bundled driver."""
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
+        hooked = hook_engine(tier.conn)
+        if hooked is not None:
+            log.info("tier '%s': staged through %s", tier.name, hooked.hook)
+            return hooked.engine, f"{where(hooked.url)} through {hooked.hook}"
         url = resolve(tier.conn)
     except ConnectionUnusable as exc:
         raise ConnectionUnusable(f"tier '{tier.name}': {exc}") from None
@@ -35,23 +45,32 @@ def _engine(tier: SqlTier) -> tuple[Any, str]:
     if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).exists():
         raise SqlTierError(f"tier '{tier.name}': sqlite file {u.database} does not exist")
     try:
-        return create_engine(url, connect_args=session_args(url)), url
+        return create_engine(url, connect_args=session_args(url)), where(url)
     except (SQLAlchemyError, ImportError) as exc:  # a driver that is not installed
         raise SqlTierError(f"tier '{tier.name}' ({where(url)}): {exc}") from None
 
 
+def place(tier: SqlTier) -> str:
+    """Where the tier's rows are read, for a message: its database and, staged through a
+    provider hook, the hook's name. Opens no connection."""
+    engine, where_ = _engine(tier)
+    engine.dispose()
+    return where_
+
+
 def _run(tier: SqlTier, sql: str, params: dict[str, Any]) -> tuple[list[str], list[Any]]:
     from sqlalchemy import text
-    from sqlalchemy.exc import SQLAlchemyError
 
-    engine, url = _engine(tier)
+    engine, place = _engine(tier)
     try:
         with engine.connect() as con:
             res = con.execute(text(sql), params)
             return list(res.keys()), list(res.fetchall())
-    except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise SqlTierError(f"tier '{tier.name}' ({where(url)}): {reason}") from exc
+    # a hook's get_conn raises its provider's own errors too (a missing client library, an
+    # IAM token refused), not only the driver's
+    except Exception as exc:
+        reason = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [repr(exc)])[0]
+        raise SqlTierError(f"tier '{tier.name}' ({place}): {reason}") from exc
     finally:
         engine.dispose()
 

@@ -148,6 +148,11 @@ def test_a_connection_held_by_airflow_reaches_spark_and_its_password_no_log(
 
     log = (dag.work / "first.log").read_text()
     assert "Spark-Submit cmd" in log and "kafka-recon-replay_reconcile-f" in log
+    # staged in the task through the connections' own provider hooks
+    task_logs = log + "".join(p.read_text(errors="replace")
+                              for p in (dag.work / "airflow" / "logs").rglob("*") if p.is_file())
+    assert "tier 'db': staged through PostgresHook" in task_logs
+    assert "tier 'sink': staged through MySqlHook" in task_logs
     assert result["tiers"][1]["count"] == 40, "the replay read the topic over SASL_SSL"
     for secret in (dag.password, USERS["recon"]):
         leaks = _files_holding(dag.work / "airflow" / "logs", secret) + \

@@ -54,7 +54,10 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         kafka = [t for t in flow.tiers if isinstance(t, KafkaTier) and t.conn]
         # the store's connection too: the job renews the window's lease in it
         stores = [c for c in (store_conn(),) if c]
-        handed = resolved_for_spark([t.conn for t in flow.tiers if isinstance(t, SqlTier)]
+        # Spark reads an SQL tier's ids over JDBC; a counts tier was staged by this task's
+        # hook and is not handed (its database may have no JDBC row)
+        handed = resolved_for_spark([t.conn for t in flow.tiers
+                                     if isinstance(t, SqlTier) and t.ids is not None]
                                     + stores, [t.conn for t in kafka if t.conn])
         for tier in kafka:
             endpoint(tier)  # masks the tier's secrets in every spelling (JAAS, keys, ...)
