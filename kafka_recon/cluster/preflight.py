@@ -30,7 +30,9 @@ from kafka_recon.sources.topic import (
     partitions,
 )
 
-READ_PROBE_S = 8.0
+# the read probe ends at the broker's first answer; a busy broker (or a busy client host) can
+# take several seconds over a first SASL fetch, and no answer by the deadline reads as granted
+READ_PROBE_S = 20.0
 PROBE_S = 5.0
 
 

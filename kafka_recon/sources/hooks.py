@@ -66,7 +66,13 @@ def provider_hook(conn_id: str) -> Any | None:
         hook = conn.get_hook()
     except Exception:  # no provider installed for the type (or no common-sql): by our rows
         return None
-    return hook if isinstance(hook, DbApiHook) else None
+    if not isinstance(hook, DbApiHook):
+        return None
+    # the connection as found here: a hook would look it up again by id through the task
+    # SDK, which outside a task does not read Airflow's metadata database (and DbApiHook's
+    # setter looks it up to compare)
+    hook._connection = conn
+    return hook
 
 
 def _dialect_url(conn_id: str, hook: Any) -> Any:
