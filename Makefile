@@ -10,6 +10,11 @@ MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 # the slowest tests are listed after each tier: where `make test`'s 40 minutes go (5 of them
 # are the live-scheduler test's three 2-minute windows)
 PYTEST_ARGS ?= --durations=15
+# two pytest-xdist workers, a whole module to each at a time (module fixtures start their
+# services once): most of the integration tier is waiting on services, schedulers and JVMs,
+# so two at once on 2 cores take about two thirds of the time one does
+# (docs/development.md, "Running the tests")
+WORKERS ?= -n 2 --dist loadfile
 
 .PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus redis mariadb
 
@@ -154,16 +159,16 @@ prometheus:
 # under make test a missing chromium fails the screenshot test instead of skipping it, and a
 # class archive setup could not make fails its test instead of being made there
 test: setup postgres chromium prometheus redis mariadb
-	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+	$(PY) -m pytest -m unit $(WORKERS) $(PYTEST_ARGS)
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
-	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
+	  $(PY) -m pytest -m integration $(WORKERS) $(PYTEST_ARGS)
 
 test-unit: setup
-	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+	$(PY) -m pytest -m unit $(WORKERS) $(PYTEST_ARGS)
 
 test-integration: setup postgres chromium prometheus redis mariadb
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
-	  $(PY) -m pytest -m integration $(PYTEST_ARGS)
+	  $(PY) -m pytest -m integration $(WORKERS) $(PYTEST_ARGS)
 
 # speed and memory goals: never timed tests. The whole table (three sizes, three masters and a
 # Spark Connect server, the code before issue 15 as reader g from a worktree) takes about half

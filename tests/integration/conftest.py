@@ -70,3 +70,21 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     server = SparkConnect(tmp_path_factory.mktemp("spark-connect")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """This pytest process's own kafka-recon home. A run that names no runs root (one started
+    in process, or a command line without KAFKA_RECON_OUT) keeps its store and its window
+    leases in the home's runs folder: not the checkout's `runs/` nor `~/airflow`, which the
+    other xdist worker would share (two runs of flow 'f' over the same window, one refused)."""
+    import os
+
+    if "KAFKA_RECON_HOME" in os.environ:
+        yield
+        return
+    os.environ["KAFKA_RECON_HOME"] = str(tmp_path_factory.mktemp("home"))
+    try:
+        yield
+    finally:
+        os.environ.pop("KAFKA_RECON_HOME", None)
