@@ -31,6 +31,7 @@ from kafka_recon.result.model import Result, inconclusive
 from kafka_recon.runfiles.audit import Audit
 from kafka_recon.runfiles.flight import Flight
 from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
+from kafka_recon.runfiles.repair import RepairPlan
 from kafka_recon.runfiles.replays import Replays
 from kafka_recon.runfiles.stage import Stage, StagedTier
 from kafka_recon.runfolder import RunFolder
@@ -315,6 +316,36 @@ def conclude(run: Run) -> Result:
         stopped = ("reconcile", "it wrote no result")
     step, detail = stopped
     return write_inconclusive(run, f"the '{step}' step did not finish: {detail}")
+
+
+def plan_repair(run: Run, spark: SparkSession | Callable[[], SparkSession]) -> RepairPlan:
+    """A repair plan of the window's losses (`kafka_recon.spark.repair`), made from the run's
+    finished result while holding the window, so that no re-run changes the result under it."""
+    import hashlib
+
+    from kafka_recon.spark.repair import Loss, make_plan
+
+    if not run.folder.result.exists():
+        raise UsageError(f"{run.folder.path}: no result.json: run the window first")
+    result = Result.load(run.folder.result)
+    stopped = run.folder.unfinished()
+    if stopped is not None or result.status == "inconclusive":
+        why = (result.reasons[0] if result.reasons else "") if stopped is None \
+            else f"the '{stopped[0]}' step did not finish"
+        raise UsageError(f"{run.folder.path}: the run is inconclusive ({why}): run the window "
+                         "again first")
+    tiers = {t.name: t for t in run.flow.tiers}
+    losses = [Loss(hop=f.hop, side=f.side, from_tier=tiers[f.hop.split("->")[0]],
+                   ids_file=f.ids, lost=f.count)
+              for f in result.findings if f.kind == "loss" and f.ids and "->" in f.hop]
+    if not losses:
+        raise UsageError(f"{run.folder.path}: the result holds no loss with its ids: nothing "
+                         "to repair")
+    with exclusive(run):
+        digest = hashlib.sha256(run.folder.result.read_bytes()).hexdigest()
+        session = spark() if callable(spark) else spark
+        _ready_spark(run, session)
+        return make_plan(session, run.flow, run.window, run.folder, losses, digest)
 
 
 def validate(run: Run) -> Validation:

@@ -60,6 +60,8 @@ FILES: dict[str, str] = {
     "chart": "chart.png",
     "alerts": "alerts.json",
     "journal": "steps",               # steps/<step>.json, an entry per step
+    "repair": "repair",               # repair/<hop>/records/ (Parquet), uncovered.csv
+    "repair_plan": "repair/plan.json",
 }
 # the id files, one folder per kind
 ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable")
@@ -69,7 +71,8 @@ STEPS: dict[str, tuple[str, ...]] = {
     # the run's timings start with it: a failed re-run never shows the last run's
     "stage": tuple(FILES[k] for k in ("staged", "stage", "audit", "flight", "timings")),
     "replay": tuple(FILES[k] for k in ("replay_records", "replays")),
-    "reconcile": (FILES["aggregates"], FILES["result"], *ID_KINDS),
+    # a repair plan is made from a result: a new result leaves no plan of the old one
+    "reconcile": (FILES["aggregates"], FILES["result"], *ID_KINDS, FILES["repair"]),
     "validate": (FILES["validation"], FILES["gx"]),
     "report": tuple(FILES[k] for k in ("report_html", "report_txt", "mail_html", "chart")),
     "alert": (FILES["alerts"],),

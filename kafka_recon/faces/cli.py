@@ -2,6 +2,8 @@
 
     kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
                     [--master M | --remote sc://host:port]
+    kafka-recon repair plan --config FILE --flow NAME --start T --end T --out DIR
+                                                         (the lost records, read back)
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
     kafka-recon check [--config FILE] [--flow NAME]      (could each flow run? what it would read)
@@ -82,6 +84,32 @@ def _run(a: argparse.Namespace) -> int:
     print(result.verdict())
     print(f"result: {run.folder.result}")
     return EXIT_OK if result.status == "ok" else EXIT_FINDINGS
+
+
+def _repair(a: argparse.Namespace) -> int:
+    """`repair plan`: the window's lost records read back from where they still are."""
+    from kafka_recon import orchestrate
+    from kafka_recon.settings import jvm_options, spark_jars
+    from kafka_recon.spark.session import session
+
+    run = orchestrate.load(a.flow, a.start, a.end, a.config, a.out)
+    jars = spark_jars(lake=bool(run.flow.table_tiers))
+    jvm_options()
+
+    def spark() -> SparkSession:
+        s = session(f"kafka-recon repair plan {run.flow.name}", master=a.master or "local[*]",
+                    jars=jars, given=run.flow.spark_settings)
+        s.sparkContext.setLogLevel("WARN")
+        return s
+
+    plan = orchestrate.plan_repair(run, spark)
+    for h in plan.hops:
+        sample = ", ".join(h.sample_ids) + (", ..." if h.records > len(h.sample_ids) else "")
+        print(f"{h.hop} ({h.side} side): {h.lost} lost; {h.records} record(s) from the "
+              f"{h.source} '{h.from_tier}' ({h.bytes} bytes){f': {sample}' if sample else ''}; "
+              f"{h.uncovered} cannot be re-delivered")
+    print(f"plan {plan.digest}: {run.folder.file('repair_plan')}")
+    return EXIT_OK
 
 
 def _selected_flows(a: argparse.Namespace) -> dict[str, Flow]:
@@ -214,6 +242,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--master", help="Spark master of the run's own Spark (default local[*])")
     r.add_argument("--remote", help="a Spark Connect server instead, sc://host:port (default "
                    "$KAFKA_RECON_SPARK_REMOTE; see spark-server)")
+    rp = sub.add_parser("repair", help="plan the re-delivery of a window's lost records "
+                        "(kafka_recon.spark.repair)")
+    rp.add_argument("action", choices=["plan"], help="plan: read every lost record back from "
+                    "where it still is into the run folder's repair/")
+    rp.add_argument("--config", required=True, type=Path)
+    rp.add_argument("--flow", required=True)
+    rp.add_argument("--start", required=True, help="ISO 8601, the run's window")
+    rp.add_argument("--end", required=True, help="ISO 8601, exclusive")
+    rp.add_argument("--out", required=True, help="the run's folder")
+    rp.add_argument("--master", help="Spark master (default local[*])")
     s = sub.add_parser("snapshot", help="snapshot every Flume tier's counters and each topic's "
                        "partitions and groups (the flight recorder)")
     s.add_argument("--config", required=True, type=Path)
@@ -247,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     use_cli_defaults()  # the command's paths default under the current directory
     try:
-        return {"run": _run, "snapshot": _snapshot, "audit": _audit, "check": _check,
-                "class-archive": _class_archive, "spark-server": _spark_server}[a.command](a)
+        return {"run": _run, "repair": _repair, "snapshot": _snapshot, "audit": _audit,
+                "check": _check, "class-archive": _class_archive,
+                "spark-server": _spark_server}[a.command](a)
     except ReconError as exc:
         print(f"kafka-recon: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -60,3 +60,16 @@ def read_ids(spark: SparkSession, tier: SqlTier, window: Window, slices: int) ->
              f"({bind_window(tier.ids or '', start, end)}) kafka_recon_ids) kafka_recon_q")
     return spark.read.jdbc(src.url, table, predicates=slice_predicates(window, slices),
                            properties={**src.properties, "customSchema": "id STRING"})
+
+
+def read_rows(spark: SparkSession, tier: SqlTier, window: Window, slices: int) -> DataFrame:
+    """Every column of the tier's id query, with its id as exact text in `kafka_recon_id`:
+    the upstream rows a write-side repair publishes again, read as `read_ids` reads ids."""
+    url = resolve(tier.conn)
+    src = jdbc_source(url)
+    start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
+    table = (f"(SELECT CAST(id AS {id_as_text(url)}) AS kafka_recon_id, kafka_recon_rows.* "
+             f"FROM ({bind_window(tier.ids or '', start, end)}) kafka_recon_rows) kafka_recon_q")
+    return spark.read.jdbc(src.url, table, predicates=slice_predicates(window, slices),
+                           properties={**src.properties,
+                                       "customSchema": "kafka_recon_id STRING"})
