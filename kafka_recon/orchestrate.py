@@ -345,7 +345,9 @@ def plan_repair(run: Run, spark: SparkSession | Callable[[], SparkSession]) -> R
         digest = hashlib.sha256(run.folder.result.read_bytes()).hexdigest()
         session = spark() if callable(spark) else spark
         _ready_spark(run, session)
-        return make_plan(session, run.flow, run.window, run.folder, losses, digest)
+        plan = make_plan(session, run.flow, run.window, run.folder, losses, digest)
+        report(run)  # the report (and the page) show the plan's summary
+        return plan
 
 
 def validate(run: Run) -> Validation:

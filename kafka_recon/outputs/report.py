@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_recon.result.model import Cause, Result
 from kafka_recon.runfiles.outcomes import Validation
+from kafka_recon.runfiles.repair import RepairPlan
 from kafka_recon.runfolder import RunFolder, remove, write_bytes, write_text
 from kafka_recon.settings import ui_url
 
@@ -138,7 +139,9 @@ def render_report(result: Result, folder: RunFolder,
     risks = [f.as_json() for f in result.risks]
     files = [{**f, "first": preview(folder.inside(f["path"]))} for f in id_files(result)]
     docs = validation.data_docs if validation else None
+    plan = folder.read_if(RepairPlan)  # a plan of this result (a new result removes it)
     ctx = {"r": as_json, "sentences": sentences(result),
+           "repair": plan.as_json() if plan else None,
            "validation": validation.as_json() if validation else None,
            "risks": risks, "id_files": files, "preview_n": PREVIEW_IDS,
            "data_docs": folder.relative(docs) if docs else None,
