@@ -139,16 +139,17 @@ def schemas() -> dict[str, str]:
     from kafka_recon.runfiles.flight import Flight
     from kafka_recon.runfiles.journal import StepEntry
     from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
-    from kafka_recon.runfiles.repair import RepairPlan
+    from kafka_recon.runfiles.repair import RepairDelivery, RepairPlan
     from kafka_recon.runfiles.replays import Replays
     from kafka_recon.runfiles.stage import Stage, StagedTier
     from kafka_recon.runfolder import FILES
 
     out = {}
     for model in (Result, Stage, StagedTier, Audit, Flight, Replays, Aggregates, Validation,
-                  Alerts, Timings, StepEntry, RepairPlan):
+                  Alerts, Timings, StepEntry, RepairPlan, RepairDelivery):
         name = "staged-tier" if model is StagedTier else "repair-plan" \
-            if model is RepairPlan else FILES[model.FILE].lstrip(".").removesuffix(".json")
+            if model is RepairPlan else "repair-delivery" if model is RepairDelivery \
+            else FILES[model.FILE].lstrip(".").removesuffix(".json")
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
                   "$id": f"kafka-recon/{name}.schema.json",
                   "description": (model.__doc__ or "").strip().split("\n\n")[0],

@@ -31,7 +31,7 @@ from kafka_recon.result.model import Result, inconclusive
 from kafka_recon.runfiles.audit import Audit
 from kafka_recon.runfiles.flight import Flight
 from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
-from kafka_recon.runfiles.repair import RepairPlan
+from kafka_recon.runfiles.repair import RepairDelivery, RepairPlan
 from kafka_recon.runfiles.replays import Replays
 from kafka_recon.runfiles.stage import Stage, StagedTier
 from kafka_recon.runfolder import RunFolder
@@ -348,6 +348,27 @@ def plan_repair(run: Run, spark: SparkSession | Callable[[], SparkSession]) -> R
         plan = make_plan(session, run.flow, run.window, run.folder, losses, digest)
         report(run)  # the report (and the page) show the plan's summary
         return plan
+
+
+def deliver_repair(run: Run, spark: SparkSession | Callable[[], SparkSession],
+                   approved: str) -> RepairDelivery:
+    """Re-deliver the window's plan, the one approved (`approved`: its digest, or the first
+    12 or more of its characters), while holding the window (`kafka_recon.spark.repair`)."""
+    import hashlib
+
+    from kafka_recon.spark.repair import deliver
+
+    plan = run.folder.read_if(RepairPlan)
+    if plan is None:
+        raise UsageError(f"{run.folder.path}: no repair plan: make one first (repair plan)")
+    if len(approved) < 12 or not plan.digest.startswith(approved):
+        raise UsageError(f"plan {approved!r} is not the window's plan ({plan.digest[:12]}...): "
+                         "deliver the plan that was approved, by its digest")
+    with exclusive(run):
+        digest = hashlib.sha256(run.folder.result.read_bytes()).hexdigest()
+        session = spark() if callable(spark) else spark
+        _ready_spark(run, session)
+        return deliver(session, run.flow, run.window, run.folder, plan, digest)
 
 
 def validate(run: Run) -> Validation:

@@ -62,6 +62,7 @@ FILES: dict[str, str] = {
     "journal": "steps",               # steps/<step>.json, an entry per step
     "repair": "repair",               # repair/<hop>/records/ (Parquet), uncovered.csv
     "repair_plan": "repair/plan.json",
+    "repair_delivery": "repair/delivery.json",
 }
 # the id files, one folder per kind
 ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable")

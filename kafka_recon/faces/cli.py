@@ -2,8 +2,8 @@
 
     kafka-recon run --config FILE --flow NAME --start T --end T --out DIR [--replays N]
                     [--master M | --remote sc://host:port]
-    kafka-recon repair plan --config FILE --flow NAME --start T --end T --out DIR
-                                                         (the lost records, read back)
+    kafka-recon repair plan|deliver --config FILE --flow NAME --start T --end T --out DIR
+                    [--plan DIGEST]                      (the lost records, read back, re-sent)
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
     kafka-recon check [--config FILE] [--flow NAME]      (could each flow run? what it would read)
@@ -87,7 +87,8 @@ def _run(a: argparse.Namespace) -> int:
 
 
 def _repair(a: argparse.Namespace) -> int:
-    """`repair plan`: the window's lost records read back from where they still are."""
+    """`repair plan`: the window's lost records read back from where they still are;
+    `repair deliver --plan DIGEST`: that plan's records published to the repair topics."""
     from kafka_recon import orchestrate
     from kafka_recon.settings import jvm_options, spark_jars
     from kafka_recon.spark.session import session
@@ -102,6 +103,15 @@ def _repair(a: argparse.Namespace) -> int:
         s.sparkContext.setLogLevel("WARN")
         return s
 
+    if a.action == "deliver":
+        if not a.plan:
+            raise UsageError("repair deliver: --plan DIGEST names the plan that was approved")
+        delivery = orchestrate.deliver_repair(run, spark, a.plan)
+        for d in delivery.hops:
+            print(f"{d.hop}: " + (f"{d.sent} record(s) published to '{d.target}', {d.already} "
+                                  "delivered before" if d.target else f"not published: {d.note}"))
+        print(f"delivered plan {delivery.plan_digest}: {run.folder.file('repair_delivery')}")
+        return EXIT_OK
     plan = orchestrate.plan_repair(run, spark)
     for h in plan.hops:
         sample = ", ".join(h.sample_ids) + (", ..." if h.records > len(h.sample_ids) else "")
@@ -244,8 +254,10 @@ def main(argv: list[str] | None = None) -> int:
                    "$KAFKA_RECON_SPARK_REMOTE; see spark-server)")
     rp = sub.add_parser("repair", help="plan the re-delivery of a window's lost records "
                         "(kafka_recon.spark.repair)")
-    rp.add_argument("action", choices=["plan"], help="plan: read every lost record back from "
-                    "where it still is into the run folder's repair/")
+    rp.add_argument("action", choices=["plan", "deliver"], help="plan: read every lost "
+                    "record back from where it still is into the run folder's repair/; "
+                    "deliver: publish the plan's records to each topic's repair topic")
+    rp.add_argument("--plan", help="deliver: the approved plan's digest (12 characters or more)")
     rp.add_argument("--config", required=True, type=Path)
     rp.add_argument("--flow", required=True)
     rp.add_argument("--start", required=True, help="ISO 8601, the run's window")

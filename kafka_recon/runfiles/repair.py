@@ -60,3 +60,29 @@ class RepairPlan(RunFile):
     """One entry per loss finding."""
     digest: str
     """SHA-256 over `result_digest` and every file of the plan: names the plan."""
+
+
+class DeliveredHop(Part):
+    hop: str
+    """The plan's hop."""
+    target: str | None = None
+    """The topic its records were published to; null when they were not (a write-side hop:
+    its rows stay in the plan's Parquet for the owners)."""
+    sent: int = 0
+    """Records published by this delivery, in committed transactions."""
+    already: int = 0
+    """Planned records the target already held from an earlier delivery: not sent again."""
+    note: str | None = None
+    """Why a hop was not published."""
+
+
+class RepairDelivery(RunFile):
+    """`repair/delivery.json`: what the last delivery of the window's plan published."""
+
+    FILE = "repair_delivery"
+    plan_digest: str
+    """The digest of the plan delivered."""
+    delivered_at: str
+    """When the delivery ended (UTC)."""
+    hops: list[DeliveredHop]
+    """One entry per hop of the plan."""

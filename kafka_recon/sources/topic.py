@@ -262,3 +262,31 @@ def deleted_before_consumed(ranges: list[PartitionRange],
 
 def as_json(ranges: list[PartitionRange]) -> list[dict[str, Any]]:
     return [asdict(r) for r in ranges]
+
+
+def ensure_topic(ep: KafkaEndpoint, topic: str, partitions_wanted: int) -> int:
+    """The topic's partition count, after creating it with `partitions_wanted` partitions
+    (the cluster's default replication) when it does not exist. TopicError naming the topic
+    and the broker's answer when it cannot be created (an ACL: CREATE on Topic)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    try:
+        return len(check_topic(ep, topic))
+    except TopicDenied:
+        raise
+    except TopicError:
+        pass
+    admin = AdminClient(ep.librdkafka())
+    future = admin.create_topics([NewTopic(topic, partitions_wanted)],
+                                 request_timeout=TIMEOUT_S)[topic]
+    try:
+        future.result(TIMEOUT_S)
+    except KafkaException as exc:
+        err = exc.args[0]
+        if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise TopicError(f"{ep.where}: cannot create topic '{topic}': {err.str()}"
+                             + (" (missing ACL: CREATE on Topic or Cluster)"
+                                if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+                                else "")) from None
+    return len(check_topic(ep, topic))

@@ -35,9 +35,15 @@ def artifacts_dir() -> Path:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One in-process Spark (local[2]) with the Kafka connector and JDBC drivers as local jars."""
+    import os
+    import sys
+
     from kafka_recon.settings import spark_jars
     from kafka_recon.spark.session import session
 
+    # Python workers (a repair's delivery publishes from them) run this environment's Python,
+    # as a deployment's PYSPARK_PYTHON says
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     s = session("kafka-recon integration", master="local[2]", jars=spark_jars())
     s.sparkContext.setLogLevel("WARN")
     yield s

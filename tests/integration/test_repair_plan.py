@@ -112,3 +112,83 @@ def test_a_window_without_a_result_or_without_a_loss_has_nothing_to_plan(
     with pytest.raises(UsageError, match="holds no loss with its ids: nothing to repair"):
         orchestrate.plan_repair(run, spark)
     assert not (scn.out / "repair").exists()
+
+
+def _repair_topic_records(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every committed record of a repair topic, with its headers, as its consumer reads it."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{topic}",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    out: list[dict[str, Any]] = []
+    idle = 0
+    try:
+        while idle < 10:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                idle += 1
+                continue
+            idle = 0
+            out.append({"key": msg.key(), "value": msg.value(),
+                        "headers": {k: v.decode() for k, v in msg.headers() or []}})
+    finally:
+        consumer.close()
+    return out
+
+
+def test_a_delivery_publishes_each_planned_record_once_ever(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    from confluent_kafka import Producer
+
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.flow_through(12, sink_lacks={3, 8})
+    scn.reconcile(spark)
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    plan = orchestrate.plan_repair(run, spark)
+    [hop] = plan.hops
+    assert hop.records_dir
+    planned = {int(r["id"]): r for r in pq.read_table(scn.out / hop.records_dir).to_pylist()}
+    window = f"{START:%Y-%m-%dT%H:%M:%SZ}/{END:%Y-%m-%dT%H:%M:%SZ}"
+    target = f"{scn.topic}.kafka-recon-repair"
+
+    with pytest.raises(UsageError, match="is not the window's plan"):
+        orchestrate.deliver_repair(run, spark, "0" * 12)
+
+    # a delivery that never committed (its transaction aborted) delivered nothing
+    three = planned[3]
+    orchestrate_headers = [("kafka-recon-flow", b"f"), ("kafka-recon-window", window.encode()),
+                           ("kafka-recon-partition", str(three["partition"]).encode()),
+                           ("kafka-recon-offset", str(three["offset"]).encode())]
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(target, 3, 1)])[target].result(30)
+    aborted = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "t-aborted"})
+    aborted.init_transactions(30)
+    aborted.begin_transaction()
+    aborted.produce(target, key=three["key"], value=three["value"],
+                    headers=orchestrate_headers)
+    aborted.flush(30)
+    aborted.abort_transaction(30)
+
+    first = orchestrate.deliver_repair(run, spark, plan.digest[:12])
+    [d] = first.hops
+    assert (d.target, d.sent, d.already) == (target, 2, 0)
+    got = _repair_topic_records(kafka.bootstrap, target)
+    assert sorted(json.loads(r["value"])["id"] for r in got) == [3, 8]
+    for r in got:
+        i = json.loads(r["value"])["id"]
+        assert r["headers"]["kafka-recon-flow"] == "f"
+        assert r["headers"]["kafka-recon-window"] == window
+        assert r["headers"]["kafka-recon-plan"] == plan.digest
+        assert (int(r["headers"]["kafka-recon-partition"]),
+                int(r["headers"]["kafka-recon-offset"])) == (planned[i]["partition"],
+                                                            planned[i]["offset"])
+
+    # approved again, or planned again over the same loss: nothing is sent twice
+    again = orchestrate.deliver_repair(run, spark, plan.digest)
+    assert (again.hops[0].sent, again.hops[0].already) == (0, 2)
+    replanned = orchestrate.plan_repair(run, spark)
+    assert orchestrate.deliver_repair(run, spark, replanned.digest).hops[0].sent == 0
+    assert len(_repair_topic_records(kafka.bootstrap, target)) == 2
