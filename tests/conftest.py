@@ -14,6 +14,7 @@ SLOWEST_FIRST = (
     "test_install.py",         # ~130: the wheel into two fresh virtualenvs
     "test_airflow_e2e.py",
     "test_lake_tables.py",
+    "test_repair_plan.py",
     "test_dag_runs.py",
     "test_drill.py",
     "test_permissions.py",
