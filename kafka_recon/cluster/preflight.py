@@ -30,9 +30,7 @@ from kafka_recon.sources.topic import (
     partitions,
 )
 
-# the read probe ends at the broker's first answer; a busy broker (or a busy client host) can
-# take several seconds over a first SASL fetch, and no answer by the deadline reads as granted
-READ_PROBE_S = 20.0
+READ_PROBE_S = 8.0
 PROBE_S = 5.0
 
 
