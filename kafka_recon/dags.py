@@ -16,7 +16,8 @@ its DAG), a second:
 
 `flow_dags` builds, for the flows of the configured flow config (`kafka_recon.settings`):
 `recon__<flow>`, one scheduled reconciliation per flow; `recon_adhoc`, any flow over any window
-from the trigger form; `recon_snapshots`, the Flume counters' and flight recorder's snapshots.
+from the trigger form; `recon_repair`, a window's lost records re-delivered once an owner
+approves; `recon_snapshots`, the Flume counters' and flight recorder's snapshots.
 Building reads the flow config, a local YAML file, and imports neither pyspark, pandas nor
 great_expectations; the tasks' work is wired from kafka_recon.airflow.
 """
@@ -32,7 +33,13 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 from kafka_recon.airflow.macros import MACROS
 from kafka_recon.airflow.names import flow_dag_id, replay_pool
 from kafka_recon.airflow.run_args import RunArgs
-from kafka_recon.airflow.tasks import RECONCILED_ALIAS, begin, stage_tier
+from kafka_recon.airflow.tasks import (
+    RECONCILED_ALIAS,
+    begin,
+    repair_folder,
+    repair_summary,
+    stage_tier,
+)
 from kafka_recon.airflow.wiring import daily_run, runs_in_flight, wait_for_closing, wire_run
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
 from kafka_recon.errors import ConfigError
@@ -57,6 +64,15 @@ in the future) before anything is read. A window that has not closed yet (its en
 flow's grace and disorder margin) is waited for, deferred, as the scheduled DAG waits.
 """
 
+REPAIR_DOC = """`recon_repair`: re-deliver a window's lost records, after an owner approves.
+
+`plan` reads every lost record of the window's result back from where it still is (Spark, into
+the run folder's `repair/`); `approve` shows the plan's summary and waits for a person's answer
+(the standard provider's ApprovalOperator: Airflow's Required Actions); only on approval does
+`deliver` publish the plan, by its digest, to the repair topics, each record once ever. A
+rejection, or no answer within the timeout, writes nothing; Airflow records who answered.
+"""
+
 SNAPSHOTS_DOC = """`recon_snapshots`: every five minutes, one snapshot of each flow's Flume
 counters and of its topic's partitions and production groups (the flight recorder).
 
@@ -74,6 +90,7 @@ def flow_dags(config: Path | str | None = None) -> dict[str, DAG]:
     dags = {flow_dag_id(f.name): scheduled_dag(f, path) for f in flows.values()}
     dags["recon_adhoc"] = adhoc_dag(sorted(flows), path)
     if flows:  # a config that cannot be read is refuse_bad_flows' import error, not a DAG's
+        dags["recon_repair"] = repair_dag(sorted(flows), path)
         dags["recon_snapshots"] = snapshots_dag(sorted(flows), path)
     return dags
 
@@ -164,6 +181,49 @@ def adhoc_dag(flows: list[str], config: Path) -> DAG:
             .expand(tier=tiers)
         tiers >> wait_for_closing(args) >> begin(args.flow, args.start, args.end) >> staged
         wire_run(args, staged, AssetAlias(RECONCILED_ALIAS))
+    return dag
+
+
+def repair_dag(flows: list[str], config: Path) -> DAG:
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+    from kafka_recon.airflow.operators.spark_submit import spark_job
+    from kafka_recon.settings import repair_wait
+
+    with DAG(
+        dag_id="recon_repair",
+        description="Re-deliver a window's lost records, after an owner approves",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"owner": "kafka-recon", "retries": 0},
+        tags=["kafka-recon", "repair"],
+        user_defined_macros=MACROS,
+        params={
+            "flow": Param(flows[0] if flows else "", type="string", enum=flows,
+                          title="Flow", description="A flow of the flow config."),
+            "start": Param(type="string", format="date-time", title="Window start",
+                           description="The window's start, as its run named it."),
+            "end": Param(type="string", format="date-time", title="Window end",
+                         description="The window's end."),
+        },
+        doc_md=REPAIR_DOC,
+    ) as dag:
+        args = RunArgs(flow="{{ params.flow }}", start="{{ params.start }}",
+                       end="{{ params.end }}", config=str(config))
+        w = {"flow": args.flow, "start": args.start, "end": args.end}
+        folder = repair_folder(**w)
+        plan = spark_job("repair_plan", args, out_task="repair_folder")
+        summary = repair_summary(**w)
+        approve = ApprovalOperator(
+            task_id="approve",
+            subject="Re-deliver the lost records of {{ params.flow }}, {{ params.start }} to "
+                    "{{ params.end }}?",
+            body="{{ ti.xcom_pull(task_ids='repair_summary')['body'] }}",
+            response_timeout=repair_wait())
+        deliver = spark_job("repair_deliver", args, out_task="repair_folder", more=[
+            "--plan", "{{ ti.xcom_pull(task_ids='repair_summary')['digest'] }}"])
+        folder >> plan >> summary >> approve >> deliver
     return dag
 
 

@@ -528,12 +528,44 @@ def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays
 
 
 def spark_step(step: str, run: Run, replays: int | None = None, owner: str | None = None,
-               remote: str | None = None) -> str:
+               remote: str | None = None, plan: str | None = None) -> str:
     """One Spark step under spark-submit (`kafka_recon/jobs/*.py`): the session spark-submit
     configured (or, with `remote`, a Spark Connect server's), the step, a one-line summary
-    for the task's log."""
+    for the task's log. A repair step holds the window itself, for its own duration: the
+    repair DAG claims no window while it waits for an owner's approval."""
+    if step in ("repair_plan", "repair_deliver"):
+        return _repair_step(step, run, remote, plan)
     with held(run, owner):
         return _spark_step(step, run, replays, remote)
+
+
+def _repair_step(step: str, run: Run, remote: str | None, plan: str | None) -> str:
+    import json
+
+    from kafka_recon.spark.session import session
+
+    def spark() -> SparkSession:
+        return session(f"kafka-recon {step} {run.flow.name}", remote=remote)
+
+    made: list[SparkSession] = []
+
+    def made_once() -> SparkSession:
+        made.append(spark())
+        return made[0]
+
+    try:
+        if step == "repair_plan":
+            done = plan_repair(run, made_once)
+            return json.dumps({"plan": done.digest, "hops": [
+                (h.hop, h.records, h.uncovered) for h in done.hops]})
+        if not plan:
+            raise UsageError("repair_deliver: --plan names the approved plan")
+        sent = deliver_repair(run, made_once, plan)
+        return json.dumps({"plan": sent.plan_digest, "hops": [
+            (h.hop, h.target, h.sent, h.already) for h in sent.hops]})
+    finally:
+        for s in made:
+            s.stop()
 
 
 def _spark_step(step: str, run: Run, replays: int | None, remote: str | None) -> str:

@@ -16,6 +16,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -81,6 +82,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting('KAFKA_RECON_TASK_RETRIES', '',
             '2',
             'retries of a task on an error a retry may clear (never a verdict)'),
+    Setting('KAFKA_RECON_REPAIR_WAIT_HOURS', '',
+            '48',
+            "how long recon_repair waits for an owner's answer; then it writes nothing"),
     Setting('KAFKA_RECON_LEASE_SECONDS', 'lease_seconds',
             '300',
             "how long a window's lease outlives its holder's last heartbeat"),
@@ -327,6 +331,10 @@ def mail_attach_max_bytes() -> int:
 
 def task_retries() -> int:
     return _count("KAFKA_RECON_TASK_RETRIES", 2)
+
+
+def repair_wait() -> timedelta:
+    return timedelta(hours=_count("KAFKA_RECON_REPAIR_WAIT_HOURS", 48))
 
 
 def snapshot_retention_days() -> int:

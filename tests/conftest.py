@@ -15,6 +15,7 @@ SLOWEST_FIRST = (
     "test_airflow_e2e.py",
     "test_lake_tables.py",
     "test_repair_plan.py",
+    "test_repair_dag.py",
     "test_dag_runs.py",
     "test_drill.py",
     "test_permissions.py",

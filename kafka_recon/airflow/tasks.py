@@ -164,3 +164,39 @@ def check_adhoc(flow: str, start: str, end: str) -> list[str]:
     if run.window.start > datetime.now(UTC):
         raise UsageError(f"trigger form: the window start {start} is in the future")
     return orchestrate.staged_tiers(run.flow)
+
+
+# ------------------------------------------------------------------ recon_repair
+@task
+def repair_folder(flow: str, start: str, end: str) -> str:
+    """The run folder of the window to repair: it must hold a finished result with losses
+    (the plan step says so in one line otherwise)."""
+    from kafka_recon import orchestrate
+
+    return str(orchestrate.load(flow, start, end).out)
+
+
+@task
+def repair_summary(flow: str, start: str, end: str) -> dict[str, str]:
+    """What the approver reads: the plan's digest and, per hop, what would be sent."""
+    from airflow.exceptions import AirflowFailException
+
+    from kafka_recon import orchestrate
+    from kafka_recon.runfiles.repair import RepairPlan
+
+    run = orchestrate.load(flow, start, end)
+    plan = run.folder.read_if(RepairPlan)
+    if plan is None:
+        raise AirflowFailException(f"{run.out}: the plan step wrote no plan")
+    lines = [f"Plan `{plan.digest[:12]}` for flow **{flow}**, window {plan.window_start} to "
+             f"{plan.window_end} (made {plan.made_at}).", ""]
+    for h in plan.hops:
+        sample = ", ".join(h.sample_ids) + (", ..." if h.records > len(h.sample_ids) else "")
+        target = "its repair topic" if h.source == "topic" else "the owners (not published)"
+        lines.append(f"- **{h.hop}** ({h.side} side): {h.records} of {h.lost} lost record(s) "
+                     f"from the {h.source} '{h.from_tier}' to {target}, {h.bytes} bytes"
+                     + (f"; first ids: {sample}" if sample else "")
+                     + (f"; {h.uncovered} cannot be re-delivered ({h.uncovered_file})"
+                        if h.uncovered else ""))
+    lines += ["", "Approve to publish; reject and nothing is written."]
+    return {"digest": plan.digest, "body": "\n".join(lines)}

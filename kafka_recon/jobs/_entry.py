@@ -18,6 +18,8 @@ def main(step: str, description: str, argv: list[str] | None = None) -> int:
     if step in ("replay", "replay_reconcile"):
         p.add_argument("--replays", type=int, default=None,
                        help="override the flow's replay count")
+    if step == "repair_deliver":
+        p.add_argument("--plan", required=True, help="the approved plan's digest")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
 
     from kafka_recon.errors import EXIT_ERROR, ReconError
@@ -26,7 +28,8 @@ def main(step: str, description: str, argv: list[str] | None = None) -> int:
 
     try:
         run = load(a.flow, a.start, a.end, a.config, a.out)
-        summary = spark_step(step, run, getattr(a, "replays", None), run_owner())
+        summary = spark_step(step, run, getattr(a, "replays", None), run_owner(),
+                             plan=getattr(a, "plan", None))
     except ReconError as exc:  # already journalled, and the result says so
         print(f"kafka-recon {step}: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -156,7 +156,8 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         step = Path(str(self.application)).stem
         self.log.info("kafka-recon %s through the Spark Connect server %s", step,
                       shown_remote(remote))
-        summary = orchestrate.spark_step(step, run, replays, run_owner(context), remote=remote)
+        summary = orchestrate.spark_step(step, run, replays, run_owner(context), remote=remote,
+                                         plan=given.get("--plan"))
         self.log.info("kafka-recon %s: %s", step, summary)
 
     _lineage_of_run: Any = None
@@ -255,9 +256,13 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         return self._lineage_of_run
 
 
-def spark_job(step: str, args: RunArgs) -> SparkSubmitOperator:
+def spark_job(step: str, args: RunArgs, out_task: str = "stage_topic",
+              more: list[str] | None = None) -> SparkSubmitOperator:
+    """The step's spark-submit; `out_task` is the task whose XCom is the run folder, `more`
+    the step's own arguments (templates)."""
     app_args = ["--config", args.config, "--flow", args.flow, "--start", args.start,
-                "--end", args.end, "--out", "{{ ti.xcom_pull(task_ids='stage_topic') }}"]
+                "--end", args.end, "--out", f"{{{{ ti.xcom_pull(task_ids='{out_task}') }}}}",
+                *(more or [])]
     if args.replays is not None and step in ("replay", "replay_reconcile"):
         app_args += ["--replays", args.replays]
     return ReconSparkSubmitOperator(

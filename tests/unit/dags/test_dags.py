@@ -39,7 +39,7 @@ def test_dag_folder_has_no_import_errors(dagbag: dict) -> None:
 
 def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -> None:
     assert sorted(dagbag["dags"]) == ["recon__clicks", "recon__demo", "recon__orders",
-                                      "recon_adhoc", "recon_snapshots"]
+                                      "recon_adhoc", "recon_repair", "recon_snapshots"]
 
 
 def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
@@ -154,6 +154,28 @@ def test_every_task_renders(dagbag: dict) -> None:
     assert adhoc["notify"]["op_kwargs"]["email"] == "True"
 
 
+def test_repair_dag_plans_asks_an_owner_and_delivers_only_the_approved_plan(dagbag: dict
+                                                                           ) -> None:
+    dag = dagbag["dags"]["recon_repair"]
+    assert dag["params"] == ["end", "flow", "start"]
+    assert dag["downstream"] == {"repair_folder": ["repair_plan"],
+                                 "repair_plan": ["repair_summary"],
+                                 "repair_summary": ["approve"], "approve": ["repair_deliver"],
+                                 "repair_deliver": []}
+    rendered = dag["rendered"]
+    assert rendered["approve"]["subject"] == (
+        "Re-deliver the lost records of orders, 2026-11-20T00:00:00Z to 2026-11-20T06:00:00Z?")
+    assert rendered["approve"]["body"].startswith("- **topic->sink** (consume side)")
+    plan = rendered["repair_plan"]["spark_submit"]
+    deliver = rendered["repair_deliver"]["spark_submit"]
+    for flag, value in (("--flow", "orders"), ("--start", "2026-11-20T00:00:00Z"),
+                        ("--end", "2026-11-20T06:00:00Z"), ("--out", "/runs/FLOW/WINDOW")):
+        assert plan[plan.index(flag) + 1] == deliver[deliver.index(flag) + 1] == value
+    assert any(a.endswith("jobs/repair_plan.py") for a in plan)
+    assert any(a.endswith("jobs/repair_deliver.py") for a in deliver)
+    assert deliver[deliver.index("--plan") + 1] == "d" * 64, "the digest the approver saw"
+
+
 def _normalized(cmd: list[str]) -> list[str]:
     out = []
     for arg in cmd:
@@ -199,7 +221,7 @@ def test_one_bad_flow_keeps_the_other_dags_and_shows_as_an_import_error_naming_i
     config.write_text(bad)
     bag = _probe(tmp_path, config)
     assert sorted(bag["dags"]) == ["recon__clicks", "recon__demo", "recon__orders",
-                                   "recon_adhoc", "recon_snapshots"]
+                                   "recon_adhoc", "recon_repair", "recon_snapshots"]
     assert "broken" not in bag["dags"]["recon_adhoc"]["params_enum"]["flow"]
     [(path, error)] = bag["errors"].items()
     assert path.endswith("recon_config.py")
