@@ -18,5 +18,6 @@ def test_the_shipped_flow_config_parses_into_its_daily_dag(tmp_path: Path) -> No
     bag = _probe(tmp_path, REPO_ROOT / "config" / "flows.yaml")
     assert bag["errors"] == {}
     # and the shipped flow's topic goes to the flight recorder
-    assert sorted(bag["dags"]) == ["recon__demo_orders", "recon_adhoc", "recon_snapshots"]
+    assert sorted(bag["dags"]) == ["recon__demo_orders", "recon_adhoc", "recon_repair",
+                                   "recon_snapshots"]
     assert bag["dags"]["recon_snapshots"]["tasks"] == ["snapshot__demo_orders"]
