@@ -140,6 +140,18 @@ def scheduled_dag(flow: Flow, config: Path) -> DAG:
     return dag
 
 
+def _window_params(flows: list[str]) -> dict[str, Param]:
+    """The trigger form's flow and window, as the ad-hoc and repair DAGs ask for them."""
+    return {
+        "flow": Param(flows[0] if flows else "", type="string", enum=flows,
+                      title="Flow", description="A flow of the flow config."),
+        "start": Param(type="string", format="date-time", title="Window start",
+                       description="ISO 8601 with a time zone, e.g. 2026-11-20T00:00:00Z."),
+        "end": Param(type="string", format="date-time", title="Window end",
+                     description="ISO 8601 with a time zone, after the start."),
+    }
+
+
 @task
 def check(flow: str, start: str, end: str) -> list[str]:
     """What the form's schema cannot check; returns the tiers to stage."""
@@ -159,12 +171,7 @@ def adhoc_dag(flows: list[str], config: Path) -> DAG:
         tags=["kafka-recon", "ad-hoc"],
         user_defined_macros=MACROS,
         params={
-            "flow": Param(flows[0] if flows else "", type="string", enum=flows,
-                          title="Flow", description="A flow of the flow config."),
-            "start": Param(type="string", format="date-time", title="Window start",
-                           description="ISO 8601 with a time zone, e.g. 2026-11-20T00:00:00Z."),
-            "end": Param(type="string", format="date-time", title="Window end",
-                         description="ISO 8601 with a time zone, after the start."),
+            **_window_params(flows),
             "replays": Param(2, type="integer", minimum=1, maximum=10, title="Replays",
                              description="Replays of the topic, each under a fresh consumer "
                                          "group (1 to 10)."),
@@ -199,14 +206,7 @@ def repair_dag(flows: list[str], config: Path) -> DAG:
         default_args={"owner": "kafka-recon", "retries": 0},
         tags=["kafka-recon", "repair"],
         user_defined_macros=MACROS,
-        params={
-            "flow": Param(flows[0] if flows else "", type="string", enum=flows,
-                          title="Flow", description="A flow of the flow config."),
-            "start": Param(type="string", format="date-time", title="Window start",
-                           description="The window's start, as its run named it."),
-            "end": Param(type="string", format="date-time", title="Window end",
-                         description="The window's end."),
-        },
+        params=_window_params(flows),
         doc_md=REPAIR_DOC,
     ) as dag:
         args = RunArgs(flow="{{ params.flow }}", start="{{ params.start }}",

@@ -318,11 +318,23 @@ def conclude(run: Run) -> Result:
     return write_inconclusive(run, f"the '{step}' step did not finish: {detail}")
 
 
+@contextmanager
+def _repairing(run: Run, spark: SparkSession | Callable[[], SparkSession]
+               ) -> Iterator[tuple[SparkSession, str]]:
+    """A repair's hold on the window, its ready session and the SHA-256 of the result it
+    works from (what a plan's digest covers)."""
+    import hashlib
+
+    with exclusive(run):
+        digest = hashlib.sha256(run.folder.result.read_bytes()).hexdigest()
+        session = spark() if callable(spark) else spark
+        _ready_spark(run, session)
+        yield session, digest
+
+
 def plan_repair(run: Run, spark: SparkSession | Callable[[], SparkSession]) -> RepairPlan:
     """A repair plan of the window's losses (`kafka_recon.spark.repair`), made from the run's
     finished result while holding the window, so that no re-run changes the result under it."""
-    import hashlib
-
     from kafka_recon.spark.repair import Loss, make_plan
 
     if not run.folder.result.exists():
@@ -341,10 +353,7 @@ def plan_repair(run: Run, spark: SparkSession | Callable[[], SparkSession]) -> R
     if not losses:
         raise UsageError(f"{run.folder.path}: the result holds no loss with its ids: nothing "
                          "to repair")
-    with exclusive(run):
-        digest = hashlib.sha256(run.folder.result.read_bytes()).hexdigest()
-        session = spark() if callable(spark) else spark
-        _ready_spark(run, session)
+    with _repairing(run, spark) as (session, digest):
         plan = make_plan(session, run.flow, run.window, run.folder, losses, digest)
         report(run)  # the report (and the page) show the plan's summary
         return plan
@@ -354,8 +363,6 @@ def deliver_repair(run: Run, spark: SparkSession | Callable[[], SparkSession],
                    approved: str) -> RepairDelivery:
     """Re-deliver the window's plan, the one approved (`approved`: its digest, or the first
     12 or more of its characters), while holding the window (`kafka_recon.spark.repair`)."""
-    import hashlib
-
     from kafka_recon.spark.repair import deliver
 
     plan = run.folder.read_if(RepairPlan)
@@ -364,10 +371,7 @@ def deliver_repair(run: Run, spark: SparkSession | Callable[[], SparkSession],
     if len(approved) < 12 or not plan.digest.startswith(approved):
         raise UsageError(f"plan {approved!r} is not the window's plan ({plan.digest[:12]}...): "
                          "deliver the plan that was approved, by its digest")
-    with exclusive(run):
-        digest = hashlib.sha256(run.folder.result.read_bytes()).hexdigest()
-        session = spark() if callable(spark) else spark
-        _ready_spark(run, session)
+    with _repairing(run, spark) as (session, digest):
         return deliver(session, run.flow, run.window, run.folder, plan, digest)
 
 
@@ -544,28 +548,20 @@ def _repair_step(step: str, run: Run, remote: str | None, plan: str | None) -> s
 
     from kafka_recon.spark.session import session
 
-    def spark() -> SparkSession:
-        return session(f"kafka-recon {step} {run.flow.name}", remote=remote)
-
-    made: list[SparkSession] = []
-
-    def made_once() -> SparkSession:
-        made.append(spark())
-        return made[0]
-
+    if step == "repair_deliver" and not plan:
+        raise UsageError("repair_deliver: --plan names the approved plan")
+    spark = session(f"kafka-recon {step} {run.flow.name}", remote=remote)
     try:
         if step == "repair_plan":
-            done = plan_repair(run, made_once)
+            done = plan_repair(run, spark)
             return json.dumps({"plan": done.digest, "hops": [
                 (h.hop, h.records, h.uncovered) for h in done.hops]})
-        if not plan:
-            raise UsageError("repair_deliver: --plan names the approved plan")
-        sent = deliver_repair(run, made_once, plan)
+        assert plan is not None
+        sent = deliver_repair(run, spark, plan)
         return json.dumps({"plan": sent.plan_digest, "hops": [
             (h.hop, h.target, h.sent, h.already) for h in sent.hops]})
     finally:
-        for s in made:
-            s.stop()
+        spark.stop()
 
 
 def _spark_step(step: str, run: Run, replays: int | None, remote: str | None) -> str:

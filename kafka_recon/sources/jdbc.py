@@ -47,29 +47,29 @@ def slice_predicates(window: Window, slices: int) -> list[str]:
     return preds
 
 
+def _read(spark: SparkSession, tier: SqlTier, window: Window, slices: int, id_name: str,
+          columns: str) -> DataFrame:
+    """The tier's id query, its id cast to exact text as `id_name` beside `columns` (of the
+    query's rows, aliased `kafka_recon_rows`), read over JDBC in event-time slices."""
+    url = resolve(tier.conn)
+    src = jdbc_source(url)
+    start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
+    table = (f"(SELECT CAST(id AS {id_as_text(url)}) AS {id_name}, {columns} FROM "
+             f"({bind_window(tier.ids or '', start, end)}) kafka_recon_rows) kafka_recon_q")
+    return spark.read.jdbc(src.url, table, predicates=slice_predicates(window, slices),
+                           properties={**src.properties, "customSchema": f"{id_name} STRING"})
+
+
 def read_ids(spark: SparkSession, tier: SqlTier, window: Window, slices: int) -> DataFrame:
     """The tier's id query as (id, event_time), read by Spark over JDBC in `slices` parallel
     event-time slices (plus one for whatever they do not cover). The id arrives as text:
     the database casts it (a JDBC driver would read a SQLite INTEGER as a 32-bit int and a
     NUMERIC as a double, cutting 64-bit and longer ids) and Spark is told so (the SQLite
     driver types an expression column NUMERIC). The event time is as the database gives it."""
-    url = resolve(tier.conn)
-    src = jdbc_source(url)
-    start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
-    table = (f"(SELECT CAST(id AS {id_as_text(url)}) AS id, event_time FROM "
-             f"({bind_window(tier.ids or '', start, end)}) kafka_recon_ids) kafka_recon_q")
-    return spark.read.jdbc(src.url, table, predicates=slice_predicates(window, slices),
-                           properties={**src.properties, "customSchema": "id STRING"})
+    return _read(spark, tier, window, slices, "id", "event_time")
 
 
 def read_rows(spark: SparkSession, tier: SqlTier, window: Window, slices: int) -> DataFrame:
     """Every column of the tier's id query, with its id as exact text in `kafka_recon_id`:
     the upstream rows a write-side repair publishes again, read as `read_ids` reads ids."""
-    url = resolve(tier.conn)
-    src = jdbc_source(url)
-    start, end = (t.replace(tzinfo=None) for t in (window.start, window.end))
-    table = (f"(SELECT CAST(id AS {id_as_text(url)}) AS kafka_recon_id, kafka_recon_rows.* "
-             f"FROM ({bind_window(tier.ids or '', start, end)}) kafka_recon_rows) kafka_recon_q")
-    return spark.read.jdbc(src.url, table, predicates=slice_predicates(window, slices),
-                           properties={**src.properties,
-                                       "customSchema": "kafka_recon_id STRING"})
+    return _read(spark, tier, window, slices, "kafka_recon_id", "kafka_recon_rows.*")

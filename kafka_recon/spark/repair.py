@@ -77,10 +77,19 @@ def content_hash(df: DataFrame) -> Column:
 
 
 # ------------------------------------------------------------------ I/O
-def _lost_ids(spark: SparkSession, folder: RunFolder, loss: Loss) -> DataFrame:
+def _id_file(spark: SparkSession, path: str, schema: str) -> DataFrame:
     # an id file is RFC 4180 CSV: a quoted id may hold commas, quotes and line breaks
     return (spark.read.option("header", True).option("escape", '"').option("multiLine", True)
-            .schema("id STRING").csv(str(folder.inside(loss.ids_file))))
+            .schema(schema).csv(path))
+
+
+def _lost_ids(spark: SparkSession, folder: RunFolder, loss: Loss) -> DataFrame:
+    return _id_file(spark, str(folder.inside(loss.ids_file)), "id STRING")
+
+
+def _count_and_hash(df: DataFrame) -> tuple[int, str]:
+    row = df.agg(F.count(F.lit(1)).alias("n"), content_hash(df).alias("h")).collect()[0]
+    return int(row["n"]), str(row["h"])
 
 
 def _from_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
@@ -166,15 +175,11 @@ def _covered(spark: SparkSession, folder: RunFolder, hop: RepairHop) -> dict[str
     computed by the executors from the files as they are now."""
     out: dict[str, Any] = {"hop": hop.hop, "records": 0, "records_hash": "0"}
     if hop.records_dir:
-        written = spark.read.parquet(str(folder.inside(hop.records_dir)))
-        row = written.agg(F.count(F.lit(1)).alias("n"),
-                          content_hash(written).alias("h")).collect()[0]
-        out.update(records=int(row["n"]), records_hash=str(row["h"]))
+        out["records"], out["records_hash"] = _count_and_hash(
+            spark.read.parquet(str(folder.inside(hop.records_dir))))
     assert hop.uncovered_file
-    gaps = (spark.read.option("header", True).option("escape", '"').option("multiLine", True)
-            .schema("id STRING, reason STRING").csv(str(folder.inside(hop.uncovered_file))))
-    row = gaps.agg(F.count(F.lit(1)).alias("n"), content_hash(gaps).alias("h")).collect()[0]
-    out.update(uncovered=int(row["n"]), uncovered_hash=str(row["h"]))
+    out["uncovered"], out["uncovered_hash"] = _count_and_hash(_id_file(
+        spark, str(folder.inside(hop.uncovered_file)), "id STRING, reason STRING"))
     return out
 
 
