@@ -449,6 +449,45 @@ class Alert(_Strict):
     """pagerduty: the severity of a findings event (an inconclusive one is a warning)."""
 
 
+WRITE_SIDE = ("export", "json")
+
+
+class Repair(_Strict):
+    """How a window's lost records are re-delivered (`kafka-recon repair`, the recon_repair
+    DAG): where to, and what a write-side loss's upstream rows become."""
+
+    topics: dict[str, str] = {}
+    """A repair topic per topic tier, by tier name: where that topic's lost records are
+    published again (default `<topic>.kafka-recon-repair`)."""
+    write_side: Literal["export", "json"] = "export"
+    """A write-side loss's upstream rows: export (kept in the plan's Parquet, for the owners),
+    or json (published to the repair topic as JSON values the flow's record spec reads: the id
+    and event time where it reads them, and `fields`)."""
+    fields: dict[str, str] = {}
+    """With write_side json, more value fields from the upstream row: JSON path ("$.amount",
+    "$.customer.id") to the id query's column."""
+    counted: bool = True
+    """Whether a run counts the write-side records a topic's repair topic holds for its
+    window as the topic's own (what verifies a write-side repair)."""
+    settle: timedelta = timedelta(minutes=10)
+    """How long the recon_repair DAG waits after a delivery, for the sink to load the repair
+    topic, before it re-runs the window to verify the repair."""
+
+    @field_validator("settle", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
+    @field_validator("fields")
+    @classmethod
+    def _paths(cls, v: dict[str, str]) -> dict[str, str]:
+        for path in v:
+            if not re.fullmatch(r"\$(\.[A-Za-z_][A-Za-z0-9_]*)+", path):
+                raise ValueError(f'repair field {path!r}: expected a JSON path of plain names '
+                                 'such as "$.amount" or "$.customer.id"')
+        return v
+
+
 class Flow(_Strict):
     name: str
     """The flow's name: the key under `flows:`."""
@@ -482,6 +521,8 @@ class Flow(_Strict):
     """Spark settings for this flow's runs (`spark.executor.memory: 4g`, ...): over the Spark
     connection's extra `conf` and the cluster's `spark-defaults.conf`, over kafka-recon's own
     defaults (docs/cluster.md, "Spark's settings"). The time zone stays UTC whatever they say."""
+    repair: Repair = Repair()
+    """How lost records are re-delivered once an owner approves (docs/repair.md)."""
     window: timedelta = timedelta(days=1)
     """The window of the flow's scheduled DAG: 1d, whole hours dividing a day, or whole minutes
     dividing an hour; the ad-hoc DAG takes any window."""
@@ -567,6 +608,23 @@ class Flow(_Strict):
             if self.drops_after(t) is not None and self.record_of(t).envelope == "debezium":
                 raise ValueError(f"tier '{t.name}' holds debezium change events; the drops "
                                  "of the processor after it read fields of plain records")
+        self._repair_fits()
+
+    def _repair_fits(self) -> None:
+        names = {t.name for t in self.kafka_tiers}
+        for name in self.repair.topics:
+            if name not in names:
+                raise ValueError(f"repair.topics names '{name}', which is not a topic tier "
+                                 f"of the flow ({', '.join(sorted(names))})")
+        if self.repair.write_side == "json":
+            rec = self.record_of(self.topic_tier)
+            if rec.format != "json" or rec.envelope != "none":
+                raise ValueError("repair.write_side json writes plain JSON values; the first "
+                                 f"topic's records are {rec.format}"
+                                 f"{' change events' if rec.envelope != 'none' else ''}: use "
+                                 "write_side export")
+        elif self.repair.fields:
+            raise ValueError("repair.fields shape JSON values: set repair.write_side: json")
 
     @property
     def kafka_tiers(self) -> list[KafkaTier]:

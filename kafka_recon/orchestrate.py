@@ -323,10 +323,8 @@ def _repairing(run: Run, spark: SparkSession | Callable[[], SparkSession]
                ) -> Iterator[tuple[SparkSession, str]]:
     """A repair's hold on the window, its ready session and the SHA-256 of the result it
     works from (what a plan's digest covers)."""
-    import hashlib
-
     with exclusive(run):
-        digest = hashlib.sha256(run.folder.result.read_bytes()).hexdigest()
+        digest = run.folder.result_digest()
         session = spark() if callable(spark) else spark
         _ready_spark(run, session)
         yield session, digest
@@ -372,7 +370,9 @@ def deliver_repair(run: Run, spark: SparkSession | Callable[[], SparkSession],
         raise UsageError(f"plan {approved!r} is not the window's plan ({plan.digest[:12]}...): "
                          "deliver the plan that was approved, by its digest")
     with _repairing(run, spark) as (session, digest):
-        return deliver(session, run.flow, run.window, run.folder, plan, digest)
+        delivery = deliver(session, run.flow, run.window, run.folder, plan, digest)
+        report(run)  # the report shows what was delivered
+        return delivery
 
 
 def validate(run: Run) -> Validation:

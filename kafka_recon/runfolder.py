@@ -72,8 +72,10 @@ STEPS: dict[str, tuple[str, ...]] = {
     # the run's timings start with it: a failed re-run never shows the last run's
     "stage": tuple(FILES[k] for k in ("staged", "stage", "audit", "flight", "timings")),
     "replay": tuple(FILES[k] for k in ("replay_records", "replays")),
-    # a repair plan is made from a result: a new result leaves no plan of the old one
-    "reconcile": (FILES["aggregates"], FILES["result"], *ID_KINDS, FILES["repair"]),
+    # a repair plan stays beside the result a re-run makes: the report then shows the window
+    # before (the plan) and after its repair; the plan, made of another result, no longer
+    # delivers (its digest covers the result it was made from)
+    "reconcile": (FILES["aggregates"], FILES["result"], *ID_KINDS),
     "validate": (FILES["validation"], FILES["gx"]),
     "report": tuple(FILES[k] for k in ("report_html", "report_txt", "mail_html", "chart")),
     "alert": (FILES["alerts"],),
@@ -198,6 +200,12 @@ class RunFolder:
     @property
     def result(self) -> UPath:
         return self.file("result")
+
+    def result_digest(self) -> str:
+        """SHA-256 of `result.json` as it is now: what a repair plan is made from."""
+        import hashlib
+
+        return hashlib.sha256(self.result.read_bytes()).hexdigest()
 
     @property
     def validation(self) -> UPath:

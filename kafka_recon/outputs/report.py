@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_recon.result.model import Cause, Result
 from kafka_recon.runfiles.outcomes import Validation
-from kafka_recon.runfiles.repair import RepairPlan
+from kafka_recon.runfiles.repair import RepairDelivery, RepairPlan
 from kafka_recon.runfolder import RunFolder, remove, write_bytes, write_text
 from kafka_recon.settings import ui_url
 
@@ -139,9 +139,17 @@ def render_report(result: Result, folder: RunFolder,
     risks = [f.as_json() for f in result.risks]
     files = [{**f, "first": preview(folder.inside(f["path"]))} for f in id_files(result)]
     docs = validation.data_docs if validation else None
-    plan = folder.read_if(RepairPlan)  # a plan of this result (a new result removes it)
+    plan = folder.read_if(RepairPlan)
+    delivery = folder.read_if(RepairDelivery)
     ctx = {"r": as_json, "sentences": sentences(result),
            "repair": plan.as_json() if plan else None,
+           "delivered": ({d.hop: d.as_json() for d in delivery.hops}
+                         if delivery and plan and delivery.plan_digest == plan.digest
+                         else None),
+           "delivered_at": delivery.delivered_at if delivery else None,
+           "repair_earlier": plan is not None and plan.result_digest != folder.result_digest(),
+           # the window after its repair: each planned hop's missing records in this result
+           "missing_now": {f"{h['from']}->{h['to']}": h["missing"] for h in as_json["hops"]},
            "validation": validation.as_json() if validation else None,
            "risks": risks, "id_files": files, "preview_n": PREVIEW_IDS,
            "data_docs": folder.relative(docs) if docs else None,

@@ -45,6 +45,11 @@ class TopicReplays(Part):
     committed: dict[str, dict[str, int]]   # group -> partition -> committed offset
     grace_seconds: int
     replays: list[ReplayRun]
+    repair_topic: str | None = None
+    """The topic's repair topic, when it holds write-side records of this window: they are
+    read beside the window's offsets and counted as the topic's own (`repair.counted`)."""
+    repaired: int = 0
+    """The repair topic's records of this window each replay read."""
 
     def committed_by_partition(self) -> dict[str, dict[int, int]]:
         return {g: {int(p): off for p, off in offs.items()} for g, offs in self.committed.items()}

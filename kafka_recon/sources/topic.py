@@ -128,6 +128,20 @@ def partitions(client: Client, topic: str) -> list[int]:
     return sorted(topic_metadata(client, topic)[1].partitions)
 
 
+def topic_exists(ep: KafkaEndpoint, topic: str) -> bool:
+    """Whether the cluster shows the topic to this principal, from one metadata answer (no
+    wait for a topic being created: one that is not there yet is not there)."""
+    from confluent_kafka import KafkaException
+
+    with Client(ep) as client:
+        try:
+            md = client.handle.list_topics(timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise client.unreachable(exc) from exc
+    tmd = md.topics.get(topic)
+    return tmd is not None and tmd.error is None
+
+
 def check_topic(ep: KafkaEndpoint, topic: str) -> list[int]:
     """The topic's partitions; TopicError naming the broker or topic when it cannot be read."""
     with Client(ep) as client:

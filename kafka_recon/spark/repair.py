@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafka_recon.config import Flow, KafkaTier, SqlTier, Tier
+from kafka_recon.config import Flow, KafkaTier, RecordSpec, SqlTier, Tier
 from kafka_recon.runfiles.base import Side
 from kafka_recon.runfiles.repair import (
     DeliveredHop,
@@ -74,6 +74,56 @@ def uncovered(lost: DataFrame, planned: DataFrame, reason: str) -> DataFrame:
 def content_hash(df: DataFrame) -> Column:
     """The sum of every row's 64-bit hash, exact: what the plan's digest covers of a file."""
     return hash_sum(F.xxhash64(*[F.col(c) for c in df.columns]))
+
+
+def _nested(fields: dict[str, Column]) -> Column:
+    """One struct from JSON paths of plain names ("$.a", "$.b.c"), nested as the paths say."""
+    tree: dict[str, Any] = {}
+    for path, col in fields.items():
+        *parents, leaf = path[2:].split(".")
+        node = tree
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[leaf] = col
+
+    def build(node: dict[str, Any]) -> Column:
+        return F.struct(*[(build(v) if isinstance(v, dict) else v).alias(k)
+                          for k, v in node.items()])
+
+    return build(tree)
+
+
+def _time_text(ts: Column, fmt: str) -> Column:
+    """A timestamp written as the flow's record spec reads it (`records.event_time`)."""
+    from kafka_recon.spark.records import EPOCH_UNITS
+
+    if fmt == "iso8601":
+        return F.date_format(ts, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+    if fmt in EPOCH_UNITS:
+        # whole units where the unit is finer than a second; seconds keep their fraction
+        from decimal import Decimal
+
+        scaled = F.unix_micros(ts).cast("decimal(38,9)") / F.lit(Decimal(EPOCH_UNITS[fmt]))
+        return scaled.cast("decimal(38,6)") if fmt == "epoch_s" else scaled.cast("long")
+    return F.date_format(ts, fmt)
+
+
+def json_records(rows: DataFrame, record: RecordSpec, fields: dict[str, str]) -> DataFrame:
+    """Upstream rows (`upstream_rows`) as the topic's JSON records: (id, key, value,
+    event_time). The id and the event time sit where the record spec reads them; `fields`
+    add the row's other columns by path. The key is the id's text."""
+    from kafka_recon.spark.records import event_time
+
+    rid = F.col("kafka_recon_id")
+    when = event_time(F.col("event_time").cast("string"), "iso8601")
+    paths = {path: F.col(column) for path, column in fields.items()}
+    if record.id.startswith("$."):
+        paths[record.id] = rid
+    if record.event_time.startswith("$."):
+        paths[record.event_time] = _time_text(when, record.event_time_format)
+    value = rid if record.id == "value" else F.to_json(_nested(paths))
+    return rows.select(rid.alias("id"), rid.cast("binary").alias("key"),
+                       value.cast("binary").alias("value"), when.alias("event_time"))
 
 
 # ------------------------------------------------------------------ I/O
@@ -220,31 +270,105 @@ def make_plan(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder
 
 
 # ------------------------------------------------------------------ delivery
-# the headers every re-delivered record carries: where it was in the flow's topic, and which
-# plan sent it. They are also the ledger: a record is re-delivered once, whatever plans name it
+# the headers every re-delivered record carries: where it was in the flow's topic (a topic's
+# copy) or which upstream id it is (a write-side row), and which plan sent it. They are also
+# the ledger: a record is re-delivered once, whatever plans name it
 H_FLOW, H_WINDOW, H_PLAN = "kafka-recon-flow", "kafka-recon-window", "kafka-recon-plan"
 H_PARTITION, H_OFFSET, H_TIMESTAMP = ("kafka-recon-partition", "kafka-recon-offset",
                                       "kafka-recon-timestamp")
+H_ID = "kafka-recon-id"
 
 
-def repair_topic(tier: KafkaTier) -> str:
-    """Where a topic's lost records are re-delivered: `<topic>.kafka-recon-repair`."""
-    return f"{tier.topic}.kafka-recon-repair"
+def repair_topic(flow: Flow, tier: KafkaTier) -> str:
+    """Where a topic's lost records are re-delivered: the flow's `repair.topics` for the
+    tier, else `<topic>.kafka-recon-repair`."""
+    return flow.repair.topics.get(tier.name, f"{tier.topic}.kafka-recon-repair")
 
 
 def _header(name: str) -> Column:
-    return F.expr(f"cast(filter(headers, h -> h.key = '{name}')[0].value as string)")
+    # get(): null where a record lacks the header (ANSI mode fails an index out of bounds)
+    return F.expr(f"cast(get(filter(headers, h -> h.key = '{name}'), 0).value as string)")
 
 
-def already_delivered(repaired: DataFrame, flow: str, window: str) -> DataFrame:
+def _of_flow(repaired: DataFrame, flow: str) -> DataFrame:
+    # the flow's records, whatever window's plan sent them: windows may overlap (an hour
+    # planned ad hoc, then its day), a record never does
+    return repaired.where(_header(H_FLOW) == flow)
+
+
+def already_delivered(repaired: DataFrame, flow: str) -> DataFrame:
     """(partition, offset) in the flow's topic of every record a repair topic holds for this
-    flow and window, from its committed records' headers; a record with other headers is
-    someone else's and not counted (try_cast: a foreign header never fails the read)."""
-    return (repaired.where((_header(H_FLOW) == flow) & (_header(H_WINDOW) == window))
+    flow, from its committed records' headers; a record with other headers is someone else's
+    and not counted (try_cast: a foreign header never fails the read)."""
+    return (_of_flow(repaired, flow)
             .select(_header(H_PARTITION).try_cast("int").alias("partition"),
                     _header(H_OFFSET).try_cast("long").alias("offset"))
             .where(F.col("partition").isNotNull() & F.col("offset").isNotNull())
             .distinct())
+
+
+def already_delivered_ids(repaired: DataFrame, flow: str) -> DataFrame:
+    """The upstream ids a repair topic holds for this flow (write-side rows)."""
+    return (_of_flow(repaired, flow).select(_header(H_ID).alias("id"))
+            .where(F.col("id").isNotNull()).distinct())
+
+
+def repaired_rows(repaired: DataFrame, flow: str, start: datetime, end: datetime
+                  ) -> DataFrame:
+    """The write-side records a repair topic holds for the flow with an event time in
+    [start, end), shaped as the window reader's rows (key, value, partition, offset,
+    timestamp): the partition as -1 - its own, never one of the topic's, and the timestamp
+    the event time (the record is counted as the topic's own, on time)."""
+    when = _header(H_TIMESTAMP).try_cast("timestamp")
+    return (_of_flow(repaired, flow).where(_header(H_ID).isNotNull())
+            .where((when >= F.lit(start)) & (when < F.lit(end)))
+            .select("key", "value", (-1 - F.col("partition")).alias("partition"), "offset",
+                    when.alias("timestamp")))
+
+
+def repaired_of(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window
+                ) -> tuple[str, DataFrame] | None:
+    """A topic's repair topic and its write-side records of the window (`repaired_rows`),
+    cached; None when the flow does not count them or there is no repair topic."""
+    from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.sources.topic import topic_exists
+
+    ep = endpoint(tier)
+    target = repair_topic(flow, tier)
+    if not flow.repair.counted or not topic_exists(ep, target):
+        return None
+    held = _read_repair_topic(spark, ep.spark_options(), target)
+    return target, repaired_rows(held, flow.name, window.start, window.end).cache()
+
+
+def _headers(*pairs: tuple[str, Column]) -> Column:
+    return F.array(*[F.struct(F.lit(k).alias("k"), v.cast("string").alias("v"))
+                     for k, v in pairs])
+
+
+def topic_copies(planned: DataFrame, partitions: int) -> DataFrame:
+    """A topic's planned records as they are published: as written, into the same partition
+    where the repair topic has it (a key keeps its order), with where they were."""
+    stamp = F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+    return planned.select(
+        "key", "value",
+        F.when(F.col("partition") < partitions, F.col("partition")).alias("target"),
+        F.lit(None).cast("long").alias("ts_ms"),
+        _headers((H_PARTITION, F.col("partition")), (H_OFFSET, F.col("offset")),
+                 (H_TIMESTAMP, stamp)).alias("headers"))
+
+
+def upstream_copies(records: DataFrame, record: RecordSpec) -> DataFrame:
+    """Write-side JSON records (`json_records`) as they are published: partitioned by key,
+    with their upstream id; their Kafka timestamp is the event time when that is where the
+    record spec reads it."""
+    ms = (F.unix_micros("event_time") / 1000).cast("long")
+    stamp = F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+    return records.select(
+        "key", "value", F.lit(None).cast("int").alias("target"),
+        (ms if record.event_time == "kafka_timestamp" else F.lit(None).cast("long"))
+        .alias("ts_ms"),
+        _headers((H_ID, F.col("id")), (H_TIMESTAMP, stamp)).alias("headers"))
 
 
 def _read_repair_topic(spark: SparkSession, options: dict[str, str], topic: str) -> DataFrame:
@@ -256,12 +380,12 @@ def _read_repair_topic(spark: SparkSession, options: dict[str, str], topic: str)
             .load())
 
 
-def _publisher(conf: dict[str, Any], topic: str, transactional_id: str, partitions: int,
+def _publisher(conf: dict[str, Any], topic: str, transactional_id: str,
                fixed: list[tuple[str, bytes]]) -> Any:
-    """The function each executor task runs over its rows: one Kafka transaction per task,
-    under a transactional id of its own. A retried task takes the same id, which fences the
-    failed attempt and aborts what it had not committed: a task's records are published
-    exactly once."""
+    """The function each executor task runs over its rows (`topic_copies`,
+    `upstream_copies`): one Kafka transaction per task, under a transactional id of its own.
+    A retried task takes the same id, which fences the failed attempt and aborts what it had
+    not committed: a task's records are published exactly once."""
     def publish(rows: Any) -> None:
         from confluent_kafka import Producer
         from pyspark import TaskContext
@@ -275,11 +399,13 @@ def _publisher(conf: dict[str, Any], topic: str, transactional_id: str, partitio
         producer.init_transactions(60)
         producer.begin_transaction()
         for row in _chain(first, rows):
-            headers = [*fixed, (H_PARTITION, str(row["partition"]).encode()),
-                       (H_OFFSET, str(row["offset"]).encode()),
-                       (H_TIMESTAMP, row["timestamp"].isoformat().encode())]
-            # the record's own partition where the repair topic has it: a key keeps its order
-            where = {"partition": row["partition"]} if row["partition"] < partitions else {}
+            headers = [*fixed, *((h["k"], h["v"].encode()) for h in row["headers"]
+                                 if h["v"] is not None)]
+            where: dict[str, Any] = {}
+            if row["target"] is not None:
+                where["partition"] = row["target"]
+            if row["ts_ms"] is not None:
+                where["timestamp"] = row["ts_ms"]
             while True:
                 try:
                     producer.produce(topic, key=_bytes(row["key"]), value=_bytes(row["value"]),
@@ -303,39 +429,59 @@ def _chain(first: Any, rest: Any) -> Any:
     yield from rest
 
 
+def _not_published(hop: RepairHop) -> str:
+    if not hop.records_dir:
+        return "no record could be read back"
+    if hop.source == "upstream":
+        return (f"{hop.records} upstream row(s) kept in {hop.records_dir} for the owners "
+                "(repair.write_side: export)")
+    return f"{hop.records} record(s) in {hop.records_dir}: nowhere to publish them"
+
+
 def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             plan: RepairPlan, result_digest: str) -> RepairDelivery:
-    """Publish the plan's consume-side records to each topic's repair topic, each at most
-    once ever: what the repair topic already holds for this window (a delivery of this plan
-    or of an earlier one, a delivery that crashed after some of its transactions committed)
-    is not sent again. Refused when the run folder no longer matches the plan."""
+    """Publish the plan's records to the repair topics, each at most once ever: a topic's
+    lost records to its own repair topic, a write-side loss's upstream rows (with
+    `repair.write_side: json`) to the repair topic of the topic that lacks them. What a
+    repair topic already holds for this window (a delivery of this plan or of an earlier one,
+    a delivery that crashed after some of its transactions committed) is not sent again.
+    Refused when the run folder no longer matches the plan."""
     from kafka_recon.sources.kafka_client import endpoint
     from kafka_recon.sources.topic import check_topic, ensure_topic
 
     verify(spark, folder, plan, result_digest)
     key = f"{iso_z(window.start)}/{iso_z(window.end)}"  # the window, as headers name it
-    tiers = {t.name: t for t in flow.tiers}
+    points = {p.name: p.tier for p in flow.points}
     out: list[DeliveredHop] = []
     for hop in plan.hops:
-        tier = tiers[hop.from_tier]
-        if hop.source != "topic" or not hop.records_dir or not isinstance(tier, KafkaTier):
-            out.append(DeliveredHop(hop=hop.hop, note=(
-                f"{hop.records} upstream row(s) in {hop.records_dir}: published only from "
-                "a topic; hand them to the owners" if hop.records_dir else
-                "no record could be read back")))
+        src, dst = (points[n] for n in hop.hop.split("->"))
+        if hop.records_dir and hop.source == "topic" and isinstance(src, KafkaTier):
+            tier = src
+        elif (hop.records_dir and hop.source == "upstream" and isinstance(dst, KafkaTier)
+              and flow.repair.write_side == "json"):
+            tier = dst
+        else:
+            out.append(DeliveredHop(hop=hop.hop, note=_not_published(hop)))
             continue
         ep = endpoint(tier)
-        target = repair_topic(tier)
+        target = repair_topic(flow, tier)
         parts = ensure_topic(ep, target, len(check_topic(ep, tier.topic)))
         planned = spark.read.parquet(str(folder.inside(hop.records_dir)))
-        done = already_delivered(_read_repair_topic(spark, ep.spark_options(), target),
-                                 flow.name, key)
-        todo = planned.join(done, ["partition", "offset"], "left_anti")
+        held = _read_repair_topic(spark, ep.spark_options(), target)
+        if tier is src:
+            done = already_delivered(held, flow.name)
+            todo = topic_copies(planned.join(done, ["partition", "offset"], "left_anti"),
+                                parts)
+        else:
+            record = flow.record_of(tier)
+            rows = json_records(planned, record, flow.repair.fields)
+            todo = upstream_copies(rows.join(already_delivered_ids(held, flow.name),
+                                             "id", "left_anti"), record)
         sent = todo.count()
         fixed = [(H_FLOW, flow.name.encode()), (H_WINDOW, key.encode()),
                  (H_PLAN, plan.digest.encode())]
         txid = f"kafka-recon-repair-{flow.name}-{plan.digest[:16]}-{hop.hop.replace('->', '__')}"
-        todo.foreachPartition(_publisher(ep.librdkafka(), target, txid, parts, fixed))
+        todo.foreachPartition(_publisher(ep.librdkafka(), target, txid, fixed))
         out.append(DeliveredHop(hop=hop.hop, target=target, sent=sent,
                                 already=hop.records - sent))
     delivery = RepairDelivery(plan_digest=plan.digest, delivered_at=iso_z(datetime.now(UTC)),

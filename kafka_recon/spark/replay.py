@@ -375,14 +375,17 @@ class _Reads:
     ranges: list[PartitionRange]   # the offsets read: the window widened by the disorder margin
     schemas: dict[int, RegistrySchema] | None   # none: JSON values
     wanted: int
+    repaired: DataFrame | None = None  # the repair topic's write-side records of the window
 
     def fresh(self, i: int, retry: str = "") -> tuple[str, DataFrame]:
-        """The window read under a fresh consumer group of its own."""
+        """The window read under a fresh consumer group of its own, with the records a
+        write-side repair published for it, when they count."""
         from kafka_recon.sources.topic import GROUP_PREFIX
 
         group = f"{GROUP_PREFIX}{self.flow.name}-{uuid.uuid4().hex[:12]}-r{i}{retry}"
-        return group, read_window(self.spark, self.ep, self.tier.topic, self.ranges, group,
-                                  self.tier.isolation_level)
+        raw = read_window(self.spark, self.ep, self.tier.topic, self.ranges, group,
+                          self.tier.isolation_level)
+        return group, raw if self.repaired is None else raw.unionByName(self.repaired)
 
     def records(self, raw: DataFrame) -> DataFrame:
         # a digest per record only when a later replay will compare with it
@@ -414,6 +417,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     from kafka_recon.cluster.mirror import mirror_commits
     from kafka_recon.sources.kafka_client import endpoint
     from kafka_recon.sources.topic import as_json, committed_offsets, window_offsets
+    from kafka_recon.spark.repair import repaired_of
     from kafka_recon.window import Window
 
     window = replace(window, grace=flow.grace_of(tier))
@@ -428,10 +432,17 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,
                                   [r.partition for r in ranges])
     committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any
+    # what a write-side repair published for the window counts as the topic's own
+    repair = None if tier is not flow.topic_tier else repaired_of(spark, flow, tier, window)
     reads = _Reads(spark, flow, tier, window, ep, read,
                    window_schemas(spark, ep, tier, flow.record_of(tier), read),
-                   replays_wanted or flow.replays)
-    runs, first = replays(reads, folder, keep_records)
+                   replays_wanted or flow.replays, repair[1] if repair else None)
+    try:
+        runs, first = replays(reads, folder, keep_records)
+        repaired = repair[1].count() if repair else 0
+    finally:
+        if repair:
+            repair[1].unpersist()
     out = TopicReplays(
         tier=tier.name,
         offsets=[OffsetRange.model_validate(r) for r in as_json(ranges)],
@@ -441,6 +452,8 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
         committed={g: {str(p): o for p, o in offs.items()} for g, offs in committed.items()},
         grace_seconds=int(window.grace.total_seconds()),
         replays=runs,
+        repair_topic=repair[0] if repair and repaired else None,
+        repaired=repaired,
     )
     return out, first
 

@@ -192,3 +192,61 @@ def test_a_delivery_publishes_each_planned_record_once_ever(
     replanned = orchestrate.plan_repair(run, spark)
     assert orchestrate.deliver_repair(run, spark, replanned.digest).hops[0].sent == 0
     assert len(_repair_topic_records(kafka.bootstrap, target)) == 2
+
+
+def test_a_repaired_window_reruns_ok_once_the_sink_has_loaded_the_repair_topic(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    """Both sides at once, with the flow's own repair topic and write-side rows published as
+    JSON: the re-run counts the published rows as the topic's own, and the sink team's
+    consumer (here: this test) loads the repair topic as documented; the window is then ok,
+    and a second delivery sends nothing."""
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    target = f"{scn.topic}.fixes"
+    scn.config.write_text(scn.config.read_text().replace(
+        "    replays: 2\n",
+        "    replays: 2\n    repair:\n      write_side: json\n"
+        f"      topics: {{topic: \"{target}\"}}\n"))
+    rows = {i: at(i * 10) for i in range(1, N + 1)}
+    scn.upstream(rows)
+    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED])
+    scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED | NEVER_LOADED])
+    scn.reconcile(spark)
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    plan = orchestrate.plan_repair(run, spark)
+
+    delivery = orchestrate.deliver_repair(run, spark, plan.digest)
+    sent = {d.hop: (d.target, d.sent, d.already) for d in delivery.hops}
+    assert sent == {"db->topic": (target, 2, 0), "topic->sink": (target, 3, 0)}
+    got = _repair_topic_records(kafka.bootstrap, target)
+    upstream = [r for r in got if "kafka-recon-id" in r["headers"]]
+    assert sorted(int(r["headers"]["kafka-recon-id"]) for r in upstream) == \
+        sorted(NEVER_PUBLISHED)
+    for r in upstream:  # the flow's record spec reads the row's id and time from the value
+        value = json.loads(r["value"])
+        i = int(value["id"])
+        assert r["key"] == str(i).encode()
+        assert value["ts"].startswith(rows[i].strftime("%Y-%m-%dT%H:%M:%S"))
+    assert orchestrate.deliver_repair(run, spark, plan.digest).hops[0].sent == 0
+
+    # the re-run before the sink loaded anything: the topic is whole again, the sink is not
+    result = scn.reconcile(spark)
+    assert findings(result) == [("loss", "consume", "topic->sink",
+                                 len(NEVER_LOADED | NEVER_PUBLISHED))]
+    replays = json.loads((scn.out / "replays.json").read_text())["topics"][0]
+    assert (replays["repair_topic"], replays["repaired"]) == (target, 2)
+    # the plan was made of another result: it is refused now
+    with pytest.raises(UsageError, match="no longer matches the run folder"):
+        orchestrate.deliver_repair(run, spark, plan.digest)
+
+    # the sink team's consumer loads the repair topic into the sink: the window is whole
+    scn.sink([(int(json.loads(r["value"])["id"]), rows[int(json.loads(r["value"])["id"])])
+              for r in got])
+    result = scn.reconcile(spark)
+    assert result["status"] == "ok", findings(result)
+    assert findings(result) == []
+    # the report shows the window before (the plan) and after its repair
+    orchestrate.report(run)
+    text = (scn.out / "report.txt").read_text()
+    assert "of an earlier result of this window" in text, text
+    assert f"0 sent to {target}, 3 there before; missing now: 0 (was 3)" in text, text
+    assert f"0 sent to {target}, 2 there before; missing now: 0 (was 2)" in text, text

@@ -148,3 +148,40 @@ def test_a_flows_closing_time_is_its_longest_grace_plus_the_disorder_margin(
         "topic: orders}", "topic: orders, grace: 8m}")
     flow = load_flow(write(tmp_path, text), "orders")
     assert flow.closing == timedelta(minutes=8, seconds=30)
+
+
+def test_a_flows_repair_settings_read_with_their_defaults(tmp_path: Path) -> None:
+    flow = load_flow(write(tmp_path, GOOD), "orders")
+    assert (flow.repair.write_side, flow.repair.topics, flow.repair.counted,
+            flow.repair.settle) == ("export", {}, True, timedelta(minutes=10))
+    text = GOOD.replace("    grace: 5m\n", "    grace: 5m\n    repair: {write_side: json, "
+                        "topics: {topic: orders.fixes}, fields: {'$.customer.id': cust}, "
+                        "settle: 2m}\n")
+    flow = load_flow(write(tmp_path, text), "orders")
+    assert flow.repair.topics == {"topic": "orders.fixes"}
+    assert flow.repair.settle == timedelta(minutes=2)
+
+
+@pytest.mark.parametrize(
+    ("repair", "expected"),
+    [("{topics: {sink: x}}", "repair.topics names 'sink', which is not a topic tier"),
+     ("{fields: {'$.a': a}}", "repair.fields shape JSON values: set repair.write_side: json"),
+     ("{write_side: json, fields: {'a.b': a}}", "expected a JSON path of plain names"),
+     ("{write_side: csv}", "field 'repair.write_side'")],
+    ids=["topics-of-a-sql-tier", "fields-without-json", "bad-path", "unknown-write-side"])
+def test_bad_repair_settings_name_what_is_wrong(tmp_path: Path, repair: str,
+                                                expected: str) -> None:
+    path = write(tmp_path, GOOD.replace("    grace: 5m\n",
+                                        f"    grace: 5m\n    repair: {repair}\n"))
+    with pytest.raises(ConfigError, match="orders") as err:
+        load_flows(path)
+    assert expected in str(err.value)
+
+
+def test_json_repairs_need_a_flow_whose_records_are_plain_json(tmp_path: Path) -> None:
+    text = GOOD.replace('event_time: "$.created_at"}',
+                        'event_time: "$.created_at", format: avro}').replace(
+        "    grace: 5m\n", "    grace: 5m\n    repair: {write_side: json}\n")
+    with pytest.raises(ConfigError, match="write_side json writes plain JSON values; the "
+                                          "first topic's records are avro"):
+        load_flows(write(tmp_path, text))
