@@ -24,6 +24,7 @@ great_expectations; the tasks' work is wired from kafka_recon.airflow.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -71,6 +72,9 @@ the run folder's `repair/`); `approve` shows the plan's summary and waits for a 
 (the standard provider's ApprovalOperator: Airflow's Required Actions); only on approval does
 `deliver` publish the plan, by its digest, to the repair topics, each record once ever. A
 rejection, or no answer within the timeout, writes nothing; Airflow records who answered.
+`settle` then gives the sink's consumer the flow's `repair.settle` to load the repair topic,
+and `verify` reconciles the window again through `recon_adhoc`: the repair succeeds when the
+window is whole, and the report mailed to the owners shows each hop before and after.
 """
 
 SNAPSHOTS_DOC = """`recon_snapshots`: every five minutes, one snapshot of each flow's Flume
@@ -193,6 +197,8 @@ def adhoc_dag(flows: list[str], config: Path) -> DAG:
 
 def repair_dag(flows: list[str], config: Path) -> DAG:
     from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+    from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
 
     from kafka_recon.airflow.operators.spark_submit import spark_job
     from kafka_recon.settings import repair_wait
@@ -223,7 +229,19 @@ def repair_dag(flows: list[str], config: Path) -> DAG:
             response_timeout=repair_wait())
         deliver = spark_job("repair_deliver", args, out_task="repair_folder", more=[
             "--plan", "{{ ti.xcom_pull(task_ids='repair_summary')['digest'] }}"])
-        folder >> plan >> summary >> approve >> deliver
+        # the sink's consumer loads the repair topic meanwhile; no worker slot is held
+        settle = DateTimeSensorAsync(
+            task_id="settle",
+            target_time="{{ kafka_recon_settled_at(params.flow, " + json.dumps(str(config))
+                        + ") }}")
+        # the window reconciled again, by the ad-hoc DAG (its report, mailed to the owners,
+        # shows each hop before and after): a window still missing records fails the repair
+        verify = TriggerDagRunOperator(
+            task_id="verify", trigger_dag_id="recon_adhoc",
+            conf={**w, "replays": 2, "email": True},
+            wait_for_completion=True, deferrable=True, poke_interval=15,
+            fail_when_dag_is_paused=True)
+        folder >> plan >> summary >> approve >> deliver >> settle >> verify
     return dag
 
 

@@ -192,7 +192,9 @@ def repair_summary(flow: str, start: str, end: str) -> dict[str, str]:
              f"{plan.window_end} (made {plan.made_at}).", ""]
     for h in plan.hops:
         sample = ", ".join(h.sample_ids) + (", ..." if h.records > len(h.sample_ids) else "")
-        target = "its repair topic" if h.source == "topic" else "the owners (not published)"
+        published = h.source == "topic" or (h.source == "upstream"
+                                             and run.flow.repair.write_side == "json")
+        target = "its repair topic" if published else "the owners (not published)"
         lines.append(f"- **{h.hop}** ({h.side} side): {h.records} of {h.lost} lost record(s) "
                      f"from the {h.source} '{h.from_tier}' to {target}, {h.bytes} bytes"
                      + (f"; first ids: {sample}" if sample else "")

@@ -11,6 +11,10 @@ a run needs is asked for directly, with a request that needs exactly it and chan
   librdkafka looks up their coordinator.
 
 Missing DESCRIBE_CONFIGS (topic, cluster) only shortens the audit; the audit says so itself.
+
+A repair's delivery needs more (`repair_gaps`), checked before it publishes anything: READ and
+WRITE on the repair topic (the ledger is read back from it), and WRITE on the transactional
+ids `kafka-recon-repair-` (prefixed).
 """
 
 from __future__ import annotations
@@ -115,3 +119,63 @@ def check(ep: KafkaEndpoint, topic: str, groups: list[str]) -> None:
         raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s): "
                          f"{listed}. Grant them (docs/cluster.md, 'The preflight, and the "
                          "ACLs to grant')")
+
+
+def _topic_operations(ep: KafkaEndpoint, topic: str) -> set[str] | None:
+    """What the principal may do on the topic, as the broker says (None: it does not say,
+    a cluster without an authorizer)."""
+    from confluent_kafka import TopicCollection
+
+    with Client(ep, "admin") as client:
+        futures = client.handle.describe_topics(TopicCollection([topic]),
+                                                include_authorized_operations=True,
+                                                request_timeout=TIMEOUT_S)
+        described = futures[topic].result(TIMEOUT_S)
+    ops = described.authorized_operations
+    return None if ops is None else {op.name for op in ops}
+
+
+def _transactions_refused(ep: KafkaEndpoint, transactional_id: str) -> bool:
+    """True when the principal may not use `transactional_id`: one producer initialises it
+    (the coordinator registers the id; no record is written)."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    producer = Producer({**ep.librdkafka(), "transactional.id": transactional_id})
+    try:
+        producer.init_transactions(TIMEOUT_S)
+    except KafkaException as exc:
+        err = exc.args[0]
+        if err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return True
+        raise TopicError(f"{ep.where}: transactions cannot start under "
+                         f"'{transactional_id}': {err.str()}") from None
+    return False
+
+
+def repair_gaps(ep: KafkaEndpoint, topic: str, transactional_id: str,
+                described: bool = True) -> list[Gap]:
+    """Every ACL a delivery to a repair topic needs and the principal lacks; `described`:
+    whether the principal could describe the topic at all (READ and WRITE imply DESCRIBE,
+    so a principal that cannot describe it has neither)."""
+    found: list[Gap] = []
+    ops = _topic_operations(ep, topic) if described else set()
+    if ops is not None and "ALL" not in ops:
+        for op, cost in (("READ", "the ledger of what was delivered cannot be read"),
+                         ("WRITE", "nothing can be published to it")):
+            if op not in ops:
+                found.append(Gap(f"{op} on Topic:{topic}", cost))
+    if _transactions_refused(ep, transactional_id):
+        found.append(Gap("WRITE on TransactionalId:kafka-recon-repair- (prefixed)",
+                         "records cannot be published exactly once"))
+    return found
+
+
+def check_repair(ep: KafkaEndpoint, topic: str, transactional_id: str,
+                 described: bool = True) -> None:
+    """TopicError naming every ACL a delivery lacks, before anything is published."""
+    missing = repair_gaps(ep, topic, transactional_id, described)
+    if missing:
+        listed = "; ".join(f"{g.acl} ({g.cost})" for g in missing)
+        raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s) "
+                         f"to repair into '{topic}': {listed}. Grant them (docs/repair.md, "
+                         "'ACLs'); nothing was published")

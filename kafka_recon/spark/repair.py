@@ -32,10 +32,25 @@ from kafka_recon.runfiles.repair import (
 from kafka_recon.runfolder import FILES, RunFolder, remove
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files
 from kafka_recon.spark.records import normalise_id
+from kafka_recon.spark.repair_topic import (
+    H_FLOW,
+    H_ID,
+    H_OFFSET,
+    H_PARTITION,
+    H_PLAN,
+    H_TIMESTAMP,
+    H_WINDOW,
+    already_delivered,
+    already_delivered_ids,
+    read_repair_topic,
+    repair_topic,
+)
 from kafka_recon.spark.replay import hash_sum
 from kafka_recon.window import Window, iso_z
 
 SAMPLE = 10
+# a delivery publishes in this many Spark tasks, one transaction and transactional id each
+PUBLISH_TASKS = 4
 
 
 @dataclass(frozen=True)
@@ -270,77 +285,6 @@ def make_plan(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder
 
 
 # ------------------------------------------------------------------ delivery
-# the headers every re-delivered record carries: where it was in the flow's topic (a topic's
-# copy) or which upstream id it is (a write-side row), and which plan sent it. They are also
-# the ledger: a record is re-delivered once, whatever plans name it
-H_FLOW, H_WINDOW, H_PLAN = "kafka-recon-flow", "kafka-recon-window", "kafka-recon-plan"
-H_PARTITION, H_OFFSET, H_TIMESTAMP = ("kafka-recon-partition", "kafka-recon-offset",
-                                      "kafka-recon-timestamp")
-H_ID = "kafka-recon-id"
-
-
-def repair_topic(flow: Flow, tier: KafkaTier) -> str:
-    """Where a topic's lost records are re-delivered: the flow's `repair.topics` for the
-    tier, else `<topic>.kafka-recon-repair`."""
-    return flow.repair.topics.get(tier.name, f"{tier.topic}.kafka-recon-repair")
-
-
-def _header(name: str) -> Column:
-    # get(): null where a record lacks the header (ANSI mode fails an index out of bounds)
-    return F.expr(f"cast(get(filter(headers, h -> h.key = '{name}'), 0).value as string)")
-
-
-def _of_flow(repaired: DataFrame, flow: str) -> DataFrame:
-    # the flow's records, whatever window's plan sent them: windows may overlap (an hour
-    # planned ad hoc, then its day), a record never does
-    return repaired.where(_header(H_FLOW) == flow)
-
-
-def already_delivered(repaired: DataFrame, flow: str) -> DataFrame:
-    """(partition, offset) in the flow's topic of every record a repair topic holds for this
-    flow, from its committed records' headers; a record with other headers is someone else's
-    and not counted (try_cast: a foreign header never fails the read)."""
-    return (_of_flow(repaired, flow)
-            .select(_header(H_PARTITION).try_cast("int").alias("partition"),
-                    _header(H_OFFSET).try_cast("long").alias("offset"))
-            .where(F.col("partition").isNotNull() & F.col("offset").isNotNull())
-            .distinct())
-
-
-def already_delivered_ids(repaired: DataFrame, flow: str) -> DataFrame:
-    """The upstream ids a repair topic holds for this flow (write-side rows)."""
-    return (_of_flow(repaired, flow).select(_header(H_ID).alias("id"))
-            .where(F.col("id").isNotNull()).distinct())
-
-
-def repaired_rows(repaired: DataFrame, flow: str, start: datetime, end: datetime
-                  ) -> DataFrame:
-    """The write-side records a repair topic holds for the flow with an event time in
-    [start, end), shaped as the window reader's rows (key, value, partition, offset,
-    timestamp): the partition as -1 - its own, never one of the topic's, and the timestamp
-    the event time (the record is counted as the topic's own, on time)."""
-    when = _header(H_TIMESTAMP).try_cast("timestamp")
-    return (_of_flow(repaired, flow).where(_header(H_ID).isNotNull())
-            .where((when >= F.lit(start)) & (when < F.lit(end)))
-            .select("key", "value", (-1 - F.col("partition")).alias("partition"), "offset",
-                    when.alias("timestamp")))
-
-
-def repaired_of(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window
-                ) -> tuple[str, DataFrame] | None:
-    """A topic's repair topic and its write-side records of the window (`repaired_rows`),
-    cached; None when the flow does not count them or there is no repair topic."""
-    from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.topic import topic_exists
-
-    ep = endpoint(tier)
-    target = repair_topic(flow, tier)
-    if not flow.repair.counted or not topic_exists(ep, target):
-        return None
-    held = _read_repair_topic(spark, ep.spark_options(), target)
-    return target, repaired_rows(held, flow.name, window.start, window.end).cache()
-
-
 def _headers(*pairs: tuple[str, Column]) -> Column:
     return F.array(*[F.struct(F.lit(k).alias("k"), v.cast("string").alias("v"))
                      for k, v in pairs])
@@ -371,15 +315,6 @@ def upstream_copies(records: DataFrame, record: RecordSpec) -> DataFrame:
         _headers((H_ID, F.col("id")), (H_TIMESTAMP, stamp)).alias("headers"))
 
 
-def _read_repair_topic(spark: SparkSession, options: dict[str, str], topic: str) -> DataFrame:
-    # Spark's own Kafka source: it reads headers, which the window reader does not; only
-    # committed transactions count
-    return (spark.read.format("kafka").options(**options).option("subscribe", topic)
-            .option("startingOffsets", "earliest").option("endingOffsets", "latest")
-            .option("includeHeaders", "true").option("kafka.isolation.level", "read_committed")
-            .load())
-
-
 def _publisher(conf: dict[str, Any], topic: str, transactional_id: str,
                fixed: list[tuple[str, bytes]]) -> Any:
     """The function each executor task runs over its rows (`topic_copies`,
@@ -390,13 +325,15 @@ def _publisher(conf: dict[str, Any], topic: str, transactional_id: str,
         from confluent_kafka import Producer
         from pyspark import TaskContext
 
-        first = next(rows, None)
-        if first is None:
-            return
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
         producer = Producer({**conf, "transactional.id": f"{transactional_id}-{part}"})
+        # first, even with nothing to send: it fences the same task of a delivery killed
+        # mid-way and aborts the transaction that one left open
         producer.init_transactions(60)
+        first = next(rows, None)
+        if first is None:
+            return
         producer.begin_transaction()
         for row in _chain(first, rows):
             headers = [*fixed, *((h["k"], h["v"].encode()) for h in row["headers"]
@@ -438,40 +375,59 @@ def _not_published(hop: RepairHop) -> str:
     return f"{hop.records} record(s) in {hop.records_dir}: nowhere to publish them"
 
 
+def _target(flow: Flow, hop: RepairHop) -> KafkaTier | None:
+    """The topic tier whose repair topic a hop is published to; None when it is not."""
+    points = {p.name: p.tier for p in flow.points}
+    src, dst = (points[n] for n in hop.hop.split("->"))
+    if hop.records_dir and hop.source == "topic" and isinstance(src, KafkaTier):
+        return src
+    if (hop.records_dir and hop.source == "upstream" and isinstance(dst, KafkaTier)
+            and flow.repair.write_side == "json"):
+        return dst
+    return None
+
+
 def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             plan: RepairPlan, result_digest: str) -> RepairDelivery:
     """Publish the plan's records to the repair topics, each at most once ever: a topic's
     lost records to its own repair topic, a write-side loss's upstream rows (with
     `repair.write_side: json`) to the repair topic of the topic that lacks them. What a
-    repair topic already holds for this window (a delivery of this plan or of an earlier one,
+    repair topic already holds for the flow (a delivery of this plan or of an earlier one,
     a delivery that crashed after some of its transactions committed) is not sent again.
-    Refused when the run folder no longer matches the plan."""
+    Refused when the run folder no longer matches the plan, and before anything is published
+    when the principal lacks an ACL a delivery needs."""
+    from kafka_recon.cluster.preflight import check_repair
     from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.topic import check_topic, ensure_topic
+    from kafka_recon.sources.topic import TopicDenied, check_topic, ensure_topic
 
     verify(spark, folder, plan, result_digest)
     key = f"{iso_z(window.start)}/{iso_z(window.end)}"  # the window, as headers name it
-    points = {p.name: p.tier for p in flow.points}
+    txids = f"kafka-recon-repair-{flow.name}-{plan.digest[:16]}"
+    # every repair topic there and writable before the first record goes out
+    targets: dict[str, tuple[KafkaTier, int]] = {}
+    for hop in plan.hops:
+        tier = _target(flow, hop)
+        if tier is not None and repair_topic(flow, tier) not in targets:
+            ep, target = endpoint(tier), repair_topic(flow, tier)
+            try:
+                parts = ensure_topic(ep, target, len(check_topic(ep, tier.topic)))
+            except TopicDenied:  # named with the rest of what is missing
+                parts = 0
+            check_repair(ep, target, f"{txids}-preflight", described=parts > 0)
+            targets[target] = (tier, parts)
     out: list[DeliveredHop] = []
     for hop in plan.hops:
-        src, dst = (points[n] for n in hop.hop.split("->"))
-        if hop.records_dir and hop.source == "topic" and isinstance(src, KafkaTier):
-            tier = src
-        elif (hop.records_dir and hop.source == "upstream" and isinstance(dst, KafkaTier)
-              and flow.repair.write_side == "json"):
-            tier = dst
-        else:
+        tier = _target(flow, hop)
+        if tier is None or not hop.records_dir:
             out.append(DeliveredHop(hop=hop.hop, note=_not_published(hop)))
             continue
-        ep = endpoint(tier)
-        target = repair_topic(flow, tier)
-        parts = ensure_topic(ep, target, len(check_topic(ep, tier.topic)))
+        ep, target = endpoint(tier), repair_topic(flow, tier)
         planned = spark.read.parquet(str(folder.inside(hop.records_dir)))
-        held = _read_repair_topic(spark, ep.spark_options(), target)
-        if tier is src:
+        held = read_repair_topic(spark, ep.spark_options(), target)
+        if hop.source == "topic":
             done = already_delivered(held, flow.name)
             todo = topic_copies(planned.join(done, ["partition", "offset"], "left_anti"),
-                                parts)
+                                targets[target][1])
         else:
             record = flow.record_of(tier)
             rows = json_records(planned, record, flow.repair.fields)
@@ -480,8 +436,11 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         sent = todo.count()
         fixed = [(H_FLOW, flow.name.encode()), (H_WINDOW, key.encode()),
                  (H_PLAN, plan.digest.encode())]
-        txid = f"kafka-recon-repair-{flow.name}-{plan.digest[:16]}-{hop.hop.replace('->', '__')}"
-        todo.foreachPartition(_publisher(ep.librdkafka(), target, txid, fixed))
+        txid = f"{txids}-{hop.hop.replace('->', '__')}"
+        # always the same tasks, so a resumed delivery's tasks take the transactional ids of
+        # the delivery it resumes (whatever it found left to send) and fence every one
+        todo.repartition(PUBLISH_TASKS).foreachPartition(
+            _publisher(ep.librdkafka(), target, txid, fixed))
         out.append(DeliveredHop(hop=hop.hop, target=target, sent=sent,
                                 already=hop.records - sent))
     delivery = RepairDelivery(plan_digest=plan.digest, delivered_at=iso_z(datetime.now(UTC)),

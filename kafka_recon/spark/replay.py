@@ -417,7 +417,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     from kafka_recon.cluster.mirror import mirror_commits
     from kafka_recon.sources.kafka_client import endpoint
     from kafka_recon.sources.topic import as_json, committed_offsets, window_offsets
-    from kafka_recon.spark.repair import repaired_of
+    from kafka_recon.spark.repair_topic import repaired_of
     from kafka_recon.window import Window
 
     window = replace(window, grace=flow.grace_of(tier))

@@ -3,14 +3,19 @@ triggerer; LocalExecutor; spark-submit): triggered through the REST API for a wi
 lost records, it plans, shows the plan to a person and waits. Answered through the REST API as
 the Required Actions page answers: a rejection writes nothing (no repair topic, no delivery)
 and Airflow records who rejected; an approval publishes exactly the lost records, once, to the
-repair topic, with the plan the approver saw."""
+repair topic, with the plan the approver saw. The sink team's consumer (a thread of this test,
+as docs/repair.md describes it) loads the repair topic into the sink; after the flow's settle
+time the DAG reconciles the window again, which is now whole, and its report shows each hop
+before and after."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +93,8 @@ def stack(kafka: KafkaCluster, postgres: Any, spark: Any,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("repair_dag")
     scn = Scenario(work, kafka.bootstrap)
+    scn.config.write_text(scn.config.read_text().replace(
+        "    replays: 2\n", "    replays: 2\n    repair: {settle: 20s}\n"))
     scn.flow_through(15, sink_lacks=LOST)
     out = work / "runs" / "f" / f"{START:%Y-%m-%dT%H%M%SZ}_{END:%Y-%m-%dT%H%M%SZ}"
     run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, out)
@@ -101,6 +108,7 @@ def stack(kafka: KafkaCluster, postgres: Any, spark: Any,
     try:
         servers.start()
         servers.unpause(DAG)
+        servers.unpause("recon_adhoc")  # the repair's verification runs through it
         yield Stack(servers, scn, out)
     finally:
         servers.stop()
@@ -153,15 +161,53 @@ def test_a_rejected_repair_writes_nothing_and_airflow_records_who_rejected(
     assert (stack.out / "repair" / "plan.json").exists()
 
 
-def test_an_approved_repair_publishes_the_plan_the_approver_saw_once(
+def _sink_loader(scn: Scenario, topic: str, stop: threading.Event) -> None:
+    """The sink team's consumer of the repair topic: each record's id and time into the sink,
+    committed after the write (read_committed: only what a delivery committed)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": scn.bootstrap, "group.id": "sink-repair-loader",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000,
+                         "allow.auto.create.topics": False})
+    consumer.subscribe([topic])
+    try:
+        while not stop.is_set():
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            value = json.loads(msg.value())
+            scn.sink([(int(value["id"]), datetime.fromisoformat(value["ts"]))])
+            consumer.commit(msg, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_an_approved_repair_publishes_the_plan_the_approver_saw_once_and_is_verified(
         stack: Stack, kafka: KafkaCluster) -> None:
+    target = f"{stack.scn.topic}.kafka-recon-repair"
+    stop = threading.Event()
+    loader = threading.Thread(target=_sink_loader, args=(stack.scn, target, stop), daemon=True)
     run_id = stack.trigger()
     stack.awaiting(run_id)
     shown = json.loads((stack.out / "repair" / "plan.json").read_text())["digest"]
-    stack.answer(run_id, "Approve")
-    assert stack.finished(run_id) == "success", stack.logs(run_id)
+    loader.start()
+    try:
+        stack.answer(run_id, "Approve")
+        assert stack.finished(run_id, timeout=900) == "success", stack.logs(run_id)
+    finally:
+        stop.set()
+        loader.join(30)
     delivery = json.loads((stack.out / "repair" / "delivery.json").read_text())
     assert delivery["plan_digest"] == shown
-    got = _repair_topic_records(kafka.bootstrap, f"{stack.scn.topic}.kafka-recon-repair")
+    got = _repair_topic_records(kafka.bootstrap, target)
     assert sorted(json.loads(r["value"])["id"] for r in got) == sorted(LOST)
     assert {r["headers"]["kafka-recon-plan"] for r in got} == {shown}
+
+    # verified: the window reconciled again through recon_adhoc is whole, and says so
+    verify = stack.task(run_id, "verify")
+    assert verify["state"] == "success"
+    result = json.loads((stack.out / "result.json").read_text())
+    assert result["status"] == "ok", result.get("findings")
+    text = (stack.out / "report.txt").read_text()
+    assert f"2 sent to {target}, 0 there before; missing now: 0 (was 2)" in text, text

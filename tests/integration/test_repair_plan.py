@@ -250,3 +250,74 @@ def test_a_repaired_window_reruns_ok_once_the_sink_has_loaded_the_repair_topic(
     assert "of an earlier result of this window" in text, text
     assert f"0 sent to {target}, 3 there before; missing now: 0 (was 3)" in text, text
     assert f"0 sent to {target}, 2 there before; missing now: 0 (was 2)" in text, text
+
+
+ZOMBIE = """
+import sys
+from confluent_kafka import Producer
+bootstrap, topic, txid, key, value, headers = sys.argv[1:7]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txid})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce(topic, key=key.encode(), value=value.encode(),
+          headers=[tuple(h.split("=", 1)) for h in headers.split(";")])
+p.flush(30)
+print("open", flush=True)
+sys.stdin.read()  # killed here, its transaction open
+"""
+
+
+def test_a_delivery_killed_mid_way_resumes_without_a_duplicate(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    """What a delivery killed mid-way leaves: one task's transaction committed, another's
+    open when its process died. The resumed delivery sends only what is missing; the open
+    transaction never commits (the resumed task's transactional id fences it), so the repair
+    topic's reader sees each planned record exactly once."""
+    import signal
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.flow_through(12, sink_lacks={2, 5, 7})
+    scn.reconcile(spark)
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    plan = orchestrate.plan_repair(run, spark)
+    [hop] = plan.hops
+    assert hop.records_dir
+    planned = {int(r["id"]): r for r in pq.read_table(scn.out / hop.records_dir).to_pylist()}
+    window = f"{START:%Y-%m-%dT%H:%M:%SZ}/{END:%Y-%m-%dT%H:%M:%SZ}"
+    target = f"{scn.topic}.kafka-recon-repair"
+    AdminClient({"bootstrap.servers": kafka.bootstrap}).create_topics(
+        [NewTopic(target, 3, 1)])[target].result(30)
+
+    def headers(r: dict[str, Any]) -> list[tuple[str, bytes]]:
+        return [("kafka-recon-flow", b"f"), ("kafka-recon-window", window.encode()),
+                ("kafka-recon-plan", plan.digest.encode()),
+                ("kafka-recon-partition", str(r["partition"]).encode()),
+                ("kafka-recon-offset", str(r["offset"]).encode())]
+
+    txids = f"kafka-recon-repair-f-{plan.digest[:16]}-topic__sink"
+    # the task that committed before the kill: id 2
+    done = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"{txids}-1"})
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce(target, key=planned[2]["key"], value=planned[2]["value"],
+                 headers=headers(planned[2]))
+    done.commit_transaction(30)
+    # the task killed with its transaction open: id 5, under the id its retry takes
+    five = planned[5]
+    zombie = subprocess.Popen(
+        [sys.executable, "-c", ZOMBIE, kafka.bootstrap, target, f"{txids}-0",
+         five["key"].decode(), five["value"].decode(),
+         ";".join(f"{k}={v.decode()}" for k, v in headers(five))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert zombie.stdout is not None and zombie.stdout.readline().strip() == "open"
+    zombie.send_signal(signal.SIGKILL)
+    zombie.wait(30)
+
+    resumed = orchestrate.deliver_repair(run, spark, plan.digest)
+    assert (resumed.hops[0].sent, resumed.hops[0].already) == (2, 1)
+    got = _repair_topic_records(kafka.bootstrap, target)
+    assert sorted(json.loads(r["value"])["id"] for r in got) == [2, 5, 7], \
+        "each planned record once: the killed task's open transaction never counts"

@@ -198,3 +198,40 @@ def test_without_describe_configs_the_audit_says_what_it_skipped(
                        "missing ACL: DESCRIBE_CONFIGS on Cluster:kafka-cluster"}
     # the topic's settings are unknown, not guessed: no rule reads them
     assert not {a.rule for a in audit} & {"T2-min-isr", "T4-unclean-election"}
+
+
+def test_a_repair_names_the_acls_it_lacks_before_it_publishes_anything(
+        tmp_path: Path, kafka: KafkaCluster, spark: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafka_recon.errors import TopicError
+
+    assert kafka.security is not None
+    conf = kafka.security.sasl(kafka.sasl_bootstrap, user="limited")
+    scn = scenario(tmp_path, kafka, monkeypatch, conf)
+    result = lost_on_the_consume_side(scn, kafka, spark, "limited")
+    assert findings(result) == [("loss", "consume", "topic->sink", 3)]
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    plan = orchestrate.plan_repair(run, spark)
+    target = f"{scn.topic}.kafka-recon-repair"
+    # the repair topic made by an administrator: the reader may not create topics
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(target, 3, 1)])[target].result(30)
+
+    with pytest.raises(TopicError) as refused:
+        orchestrate.deliver_repair(run, spark, plan.digest)
+    said = str(refused.value)
+    assert "lacks 3 ACL(s)" in said and "nothing was published" in said, said
+    for acl in (f"READ on Topic:{target}", f"WRITE on Topic:{target}",
+                "WRITE on TransactionalId:kafka-recon-repair- (prefixed)"):
+        assert acl in said, said
+    assert not (scn.out / "repair" / "delivery.json").exists()
+
+    grant(kafka.bootstrap, "limited", [
+        ("TOPIC", target, "LITERAL", "READ"), ("TOPIC", target, "LITERAL", "WRITE"),
+        ("TOPIC", target, "LITERAL", "DESCRIBE"),
+        ("TRANSACTIONAL_ID", "kafka-recon-repair-", "PREFIXED", "WRITE"),
+        ("TRANSACTIONAL_ID", "kafka-recon-repair-", "PREFIXED", "DESCRIBE")])
+    delivery = orchestrate.deliver_repair(run, spark, plan.digest)
+    assert [(d.target, d.sent) for d in delivery.hops] == [(target, 3)]

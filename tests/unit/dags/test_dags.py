@@ -161,7 +161,8 @@ def test_repair_dag_plans_asks_an_owner_and_delivers_only_the_approved_plan(dagb
     assert dag["downstream"] == {"repair_folder": ["repair_plan"],
                                  "repair_plan": ["repair_summary"],
                                  "repair_summary": ["approve"], "approve": ["repair_deliver"],
-                                 "repair_deliver": []}
+                                 "repair_deliver": ["settle"], "settle": ["verify"],
+                                 "verify": []}
     rendered = dag["rendered"]
     assert rendered["approve"]["subject"] == (
         "Re-deliver the lost records of orders, 2026-11-20T00:00:00Z to 2026-11-20T06:00:00Z?")
@@ -174,6 +175,12 @@ def test_repair_dag_plans_asks_an_owner_and_delivers_only_the_approved_plan(dagb
     assert any(a.endswith("jobs/repair_plan.py") for a in plan)
     assert any(a.endswith("jobs/repair_deliver.py") for a in deliver)
     assert deliver[deliver.index("--plan") + 1] == "d" * 64, "the digest the approver saw"
+    # verified: the window reconciled again by the ad-hoc DAG, after the flow's settle time
+    assert rendered["verify"]["trigger_dag_id"] == "recon_adhoc"
+    assert rendered["verify"]["conf"] == {"flow": "orders", "start": "2026-11-20T00:00:00Z",
+                                          "end": "2026-11-20T06:00:00Z", "replays": 2,
+                                          "email": True}
+    assert rendered["settle"]["target_time"].endswith("Z")
 
 
 def _normalized(cmd: list[str]) -> list[str]:
