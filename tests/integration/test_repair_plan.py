@@ -288,8 +288,8 @@ def test_a_delivery_killed_mid_way_resumes_without_a_duplicate(
     planned = {int(r["id"]): r for r in pq.read_table(scn.out / hop.records_dir).to_pylist()}
     window = f"{START:%Y-%m-%dT%H:%M:%SZ}/{END:%Y-%m-%dT%H:%M:%SZ}"
     target = f"{scn.topic}.kafka-recon-repair"
-    AdminClient({"bootstrap.servers": kafka.bootstrap}).create_topics(
-        [NewTopic(target, 3, 1)])[target].result(30)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(target, 3, 1)])[target].result(30)
 
     def headers(r: dict[str, Any]) -> list[tuple[str, bytes]]:
         return [("kafka-recon-flow", b"f"), ("kafka-recon-window", window.encode()),
