@@ -19,6 +19,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
 from kafka_recon.config import Flow, KafkaTier, RecordSpec, SqlTier, Tier
 from kafka_recon.runfiles.base import Side
@@ -135,7 +136,13 @@ def json_records(rows: DataFrame, record: RecordSpec, fields: dict[str, str]) ->
     if record.id.startswith("$."):
         paths[record.id] = rid
     if record.event_time.startswith("$."):
-        paths[record.event_time] = _time_text(when, record.event_time_format)
+        # an ISO 8601 time the upstream keeps as text goes as the upstream spells it (what
+        # its own producer published, and what a sink comparing text expects); else written
+        # in the record spec's format
+        as_text = (record.event_time_format == "iso8601"
+                   and isinstance(rows.schema["event_time"].dataType, StringType))
+        paths[record.event_time] = F.col("event_time") if as_text \
+            else _time_text(when, record.event_time_format)
     value = rid if record.id == "value" else F.to_json(_nested(paths))
     return rows.select(rid.alias("id"), rid.cast("binary").alias("key"),
                        value.cast("binary").alias("value"), when.alias("event_time"))

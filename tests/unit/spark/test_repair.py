@@ -49,6 +49,18 @@ def test_a_json_repair_record_reads_back_as_the_upstream_rows_id_and_event_time(
     assert _read_back(spark, records, spec) == [("7", T, None), (BIG, T, None)]
     value = json.loads(records.where(F.col("id") == BIG).collect()[0]["value"])
     assert value["amount"] == "12.50" and value["order"]["customer"] == "c-1"
+    if fmt == "iso8601":  # the upstream's own text, as its producer published it
+        assert value["created"] == "2026-11-20 08:30:15.123"
+
+
+def test_a_time_the_upstream_types_as_a_timestamp_is_written_in_iso_8601(
+        spark: SparkSession) -> None:
+    spec = RecordSpec(id="$.id", event_time="$.ts")
+    rows = _upstream(spark).withColumn("event_time", F.col("event_time").cast("timestamp"))
+    records = json_records(rows, spec, {})
+    assert {json.loads(r["value"])["ts"] for r in records.collect()} == {
+        "2026-11-20T08:30:15.123000Z"}
+    assert _read_back(spark, records, spec) == [("7", T, None), (BIG, T, None)]
 
 
 def test_an_id_in_the_key_and_a_time_in_the_kafka_timestamp_go_where_the_spec_reads_them(
