@@ -39,6 +39,14 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
 
 
+def _as_duration(v: Any) -> Any:
+    return parse_duration(v) if isinstance(v, str) else v
+
+
+# a duration field: "30s", "10m", "2h", "1d" in the YAML, a timedelta in the model
+Duration = Annotated[timedelta, BeforeValidator(_as_duration)]
+
+
 def _shown(d: timedelta) -> str:
     s = int(d.total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -365,7 +373,7 @@ class KafkaTier(_Strict):
     record: RecordSpec | None = None
     """Where this topic's records keep their id and time when a processor changed the value (else
     the flow's `record`)."""
-    grace: timedelta | None = None
+    grace: Duration | None = None
     """How long after the window's end this topic's records may still arrive (a mirror lags); else
     the flow's grace."""
     tolerance: Tolerance | None = None  # for the hop into this topic (else the flow's)
@@ -375,11 +383,6 @@ class KafkaTier(_Strict):
     drops: Drops | None = None
     """via: process only: the records of the topic before that the processor drops on purpose
     (`filtered`, not lost)."""
-
-    @field_validator("grace", mode="before")
-    @classmethod
-    def _grace(cls, v: Any) -> Any:
-        return parse_duration(v) if isinstance(v, str) else v
 
     @field_validator("topic")
     @classmethod
@@ -469,14 +472,9 @@ class Repair(_Strict):
     counted: bool = True
     """Whether a run counts the write-side records a topic's repair topic holds for its
     window as the topic's own (what verifies a write-side repair)."""
-    settle: timedelta = timedelta(minutes=10)
+    settle: Duration = timedelta(minutes=10)
     """How long the recon_repair DAG waits after a delivery, for the sink to load the repair
     topic, before it re-runs the window to verify the repair."""
-
-    @field_validator("settle", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> Any:
-        return parse_duration(v) if isinstance(v, str) else v
 
     @field_validator("fields")
     @classmethod
@@ -495,12 +493,12 @@ class Flow(_Strict):
     """Who receives the flow's report by mail, whether the run passed or not."""
     tags: list[str] = []  # Airflow tags of the flow's DAG, beside kafka-recon and flow:<name>
     """Airflow tags of the flow's DAG, beside kafka-recon and flow:<name>."""
-    bucket: timedelta = timedelta(hours=1)
+    bucket: Duration = timedelta(hours=1)
     """The slice of the window that says when records went missing (a window shorter than 1h is its
     own bucket unless told)."""
-    grace: timedelta = timedelta(minutes=10)
+    grace: Duration = timedelta(minutes=10)
     """How long after a window ends a record may still arrive: inside it, late; after it, lost."""
-    disorder: timedelta = timedelta(minutes=5)
+    disorder: Duration = timedelta(minutes=5)
     """How far a partition's Kafka timestamps may run out of order (several producers' clocks and
     batches): the replay reads this much beyond the window's offsets on both sides."""
     replays: int = Field(2, ge=1, le=10)
@@ -523,7 +521,7 @@ class Flow(_Strict):
     defaults (docs/cluster.md, "Spark's settings"). The time zone stays UTC whatever they say."""
     repair: Repair = Repair()
     """How lost records are re-delivered once an owner approves (docs/repair.md)."""
-    window: timedelta = timedelta(days=1)
+    window: Duration = timedelta(days=1)
     """The window of the flow's scheduled DAG: 1d, whole hours dividing a day, or whole minutes
     dividing an hour; the ad-hoc DAG takes any window."""
 
@@ -557,11 +555,6 @@ class Flow(_Strict):
             return {str(k): str(v[k]).lower() if isinstance(v[k], bool) else str(v[k])
                     for k in v}
         return v
-
-    @field_validator("bucket", "grace", "disorder", "window", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> Any:
-        return parse_duration(v) if isinstance(v, str) else v
 
     @field_validator("window")
     @classmethod

@@ -138,18 +138,26 @@ def _repair_topic_records(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return out
 
 
-def test_a_delivery_publishes_each_planned_record_once_ever(
-        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
-    from confluent_kafka import Producer
-
+def _planned(kafka: KafkaCluster, tmp_path: Path, spark: Any, sink_lacks: set[int]
+             ) -> tuple[Scenario, Any, Any, dict[int, dict[str, Any]]]:
+    """A window of 12 records whose sink lacks `sink_lacks`, run and planned: the scenario,
+    the run, the plan and its one hop's records by id."""
     scn = Scenario(tmp_path, kafka.bootstrap)
-    scn.flow_through(12, sink_lacks={3, 8})
+    scn.flow_through(12, sink_lacks=sink_lacks)
     scn.reconcile(spark)
     run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
     plan = orchestrate.plan_repair(run, spark)
     [hop] = plan.hops
     assert hop.records_dir
-    planned = {int(r["id"]): r for r in pq.read_table(scn.out / hop.records_dir).to_pylist()}
+    rows = pq.read_table(scn.out / hop.records_dir).to_pylist()
+    return scn, run, plan, {int(r["id"]): r for r in rows}
+
+
+def test_a_delivery_publishes_each_planned_record_once_ever(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    from confluent_kafka import Producer
+
+    scn, run, plan, planned = _planned(kafka, tmp_path, spark, {3, 8})
     window = f"{START:%Y-%m-%dT%H:%M:%SZ}/{END:%Y-%m-%dT%H:%M:%SZ}"
     target = f"{scn.topic}.kafka-recon-repair"
 
@@ -278,14 +286,7 @@ def test_a_delivery_killed_mid_way_resumes_without_a_duplicate(
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    scn = Scenario(tmp_path, kafka.bootstrap)
-    scn.flow_through(12, sink_lacks={2, 5, 7})
-    scn.reconcile(spark)
-    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
-    plan = orchestrate.plan_repair(run, spark)
-    [hop] = plan.hops
-    assert hop.records_dir
-    planned = {int(r["id"]): r for r in pq.read_table(scn.out / hop.records_dir).to_pylist()}
+    scn, run, plan, planned = _planned(kafka, tmp_path, spark, {2, 5, 7})
     window = f"{START:%Y-%m-%dT%H:%M:%SZ}/{END:%Y-%m-%dT%H:%M:%SZ}"
     target = f"{scn.topic}.kafka-recon-repair"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
