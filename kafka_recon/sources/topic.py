@@ -129,17 +129,21 @@ def partitions(client: Client, topic: str) -> list[int]:
 
 
 def topic_exists(ep: KafkaEndpoint, topic: str) -> bool:
-    """Whether the cluster shows the topic to this principal, from one metadata answer (no
-    wait for a topic being created: one that is not there yet is not there)."""
-    from confluent_kafka import KafkaException
+    """Whether the cluster shows the topic to this principal, from one metadata answer about
+    it alone (no wait for a topic being created: one that is not there yet is not there). The
+    asking client never has a topic created by asking. A topic the principal may not
+    describe is not there for it (Kafka does not tell such a principal whether it exists); one
+    there without a leader for the moment is there."""
+    from confluent_kafka import KafkaError, KafkaException
 
-    with Client(ep) as client:
+    with Client(ep, "consumer", **{"allow.auto.create.topics": False}) as client:
         try:
-            md = client.handle.list_topics(timeout=TIMEOUT_S)
+            md = client.handle.list_topics(topic, timeout=TIMEOUT_S)
         except KafkaException as exc:
             raise client.unreachable(exc) from exc
     tmd = md.topics.get(topic)
-    return tmd is not None and tmd.error is None
+    absent = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    return tmd is not None and (tmd.error is None or tmd.error.code() not in absent)
 
 
 def check_topic(ep: KafkaEndpoint, topic: str) -> list[int]:
