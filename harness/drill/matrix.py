@@ -28,6 +28,7 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     test keep the platform's internal PLAINTEXT listener: their faults do not depend on it."""
     import os
 
+    from harness.drill.repair import Desk
     from harness.drill.runner import CLUSTER_CONFIG, DRILL_CONN, pick, run_scenario
     from harness.drill.scenarios import SCENARIOS
     from harness.services.kafka import KafkaCluster
@@ -56,6 +57,8 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     spark = session("kafka-recon drill", master="local[2]", jars=spark_jars(lake=lake),
                     given=dict(DELTA_SPARK) if lake else None)
     spark.sparkContext.setLogLevel("ERROR")
+    # Airflow for the scenarios repaired once judged (started on the first one)
+    desk = Desk(out) if any(sc.repair for sc in chosen) else None
     rows: list[dict[str, Any]] = []
     began = time.monotonic()
     try:
@@ -64,10 +67,12 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
             for k in range(1, times + 1):
                 label = sc.id if times == 1 else f"{sc.id}#{k}"
                 row = run_scenario(sc, cluster, spark, out, attempts=attempts, label=label,
-                                   target=target)
+                                   target=target, desk=desk)
                 rows.append(row)
                 print(line(row), flush=True)
     finally:
+        if desk is not None:
+            desk.stop()
         spark.stop()
         cluster.stop()
         if target is not None:
@@ -118,6 +123,8 @@ def write_docs(rows: list[dict[str, Any]], folder: Path, elapsed: float,
                     evidence.append(f"- cause: {c}\n")
                 if f["audit"]:
                     evidence.append(f"- audit also said: {', '.join(f['audit'])}\n")
+            for n in (a.get("repair") or {}).get("notes", []):
+                evidence.append(f"- repair: {n}\n")
             for p in a.get("problems", []):
                 evidence.append(f"- mismatch: {p}\n")
             evidence.append("\n")
@@ -133,9 +140,20 @@ def write_docs(rows: list[dict[str, Any]], folder: Path, elapsed: float,
         "with the truth from the apps' ledgers and a plain read of the topic and the sinks "
         "(kind, side, hop, count and the id set), and each finding's cause code with the "
         "scenario's true cause. \"fault did not bite\" is never a pass. "
-        + secured + "\n\n"
+        + secured + (REPAIRED if any(a.get("repair") for r in rows for a in r["attempts"])
+                     else "") + "\n\n"
         f"Ran {meta['ran_at']} in {meta['seconds']} s; {meta['passed']} of {meta['rows']} rows "
         "passed.\n\n" + markdown_table(rows) + "\n## Evidence\n\n" + "".join(evidence))
+
+
+REPAIRED = (
+    "A row whose expectation ends \"then repaired\" was then repaired as its owner would "
+    "(harness/drill/repair.py): `recon_repair` triggered and its plan approved through "
+    "Airflow's REST API, the delivery SIGKILLed at its first write to the repair topic, "
+    "triggered and approved again, the sink's loader (one more consumer app, read_committed, "
+    "committing after its writes) reading the repair topic, and the DAG's own re-run of the "
+    "window; it passes when that re-run is ok, the sink holds each lost id exactly once and a "
+    "third trigger has nothing left to plan. ")
 
 
 def default_docs() -> Path:

@@ -389,6 +389,8 @@ class Scenario:
     upstream: str = "sqlite"
     # the truth when a plain read of the topic cannot tell it (retention deleted the records)
     truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
+    # once judged, the window is repaired through Airflow (harness.drill.repair)
+    repair: bool = False
 
 
 # ---------------------------------------------------------------------- one attempt
@@ -459,8 +461,13 @@ def _write_config(sc: Scenario, ctx: Ctx) -> Path:
             extra_tiers=sc.extra_tiers(ctx) if sc.extra_tiers else "",
             after_topic=(_mirrored_tier(ctx) if ctx.target is not None else "")
             + (_processed_tier(ctx) if sc.processor else "")))
+    text = FLOW.format(flows="".join(flows))
+    if sc.repair:
+        from harness.drill.repair import REPAIR_BLOCK
+
+        text = text.replace("    replays: 2\n", "    replays: 2\n" + REPAIR_BLOCK)
     path = ctx.folder / "flows.yaml"
-    path.write_text(FLOW.format(flows="".join(flows)))
+    path.write_text(text)
     return path
 
 
@@ -545,17 +552,19 @@ def audit_summary(result: Result) -> list[str]:
 
 
 def attempt(sc: Scenario, cluster: KafkaCluster, spark: Any, folder: Path,
-            target: KafkaCluster | None = None) -> dict[str, Any]:
-    """One run of a scenario; NotBitten when the fault did not take effect."""
+            target: KafkaCluster | None = None, desk: Any = None) -> dict[str, Any]:
+    """One run of a scenario; NotBitten when the fault did not take effect. With `desk`
+    (harness.drill.repair), a scenario marked `repair` is then repaired through Airflow."""
     ctx = _setup(sc, cluster, folder, target)
     try:
-        return _judged(sc, ctx, spark, folder)
+        return _judged(sc, ctx, spark, folder, desk if sc.repair else None)
     finally:
         if ctx.mariadb is not None:
             ctx.mariadb.stop()
 
 
-def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path) -> dict[str, Any]:
+def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path, desk: Any = None
+            ) -> dict[str, Any]:
     """The scenario's act on its prepared tiers, then the runs judged against the truth."""
     cluster = ctx.cluster
     # the store the run's stage step reads the recorder from (and S10's Flume counters)
@@ -618,7 +627,9 @@ def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path) -> dict[str, Any]:
     flows: list[dict[str, Any]] = []
     for sink in sc.sinks:
         flow_name = _flow_name(sc, sink)
-        out = folder / f"run-{flow_name}"
+        # a window to repair is run where the repair DAG's tasks find it
+        out = desk.folder(flow_name, start.isoformat(), end.isoformat(), config) \
+            if desk is not None else folder / f"run-{flow_name}"
         run = orchestrate.load(flow_name, start.isoformat(), end.isoformat(), config, out)
         result = orchestrate.execute(run, spark, with_report=False)
         want = expected[sink]
@@ -641,7 +652,20 @@ def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path) -> dict[str, Any]:
         bitten = NotBitten(why_not or f"the truth holds no {missing}")
         bitten.evidence = ctx.evidence  # type: ignore[attr-defined]  # what the act saw
         raise bitten
+    repaired = None
+    if desk is not None and not any(f["problems"] for f in flows):
+        from harness.drill.repair import repair_window
+
+        [sink] = sc.sinks
+        lost = {i for k, v in expected[sink].items() if k[0] == "loss" for i in v["ids"]}
+        repaired = repair_window(desk, ctx, config, _flow_name(sc, sink), start.isoformat(),
+                                 end.isoformat(), lost)
+        if not repaired["bitten"]:
+            bitten = NotBitten("the repair's delivery had committed everything when killed")
+            bitten.evidence = ctx.evidence + repaired["notes"]  # type: ignore[attr-defined]
+            raise bitten
     return {"window": {"start": start.isoformat(), "end": end.isoformat()},
+            "repair": repaired,
             "upstream": len(up), "topic": sum(tp.values()),
             "sinks": {s: sum(c.values()) for s, c in truth.sinks.items()},
             "flows": flows, "evidence": ctx.evidence, "extra_truth": sorted(
@@ -650,7 +674,7 @@ def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path) -> dict[str, Any]:
 
 def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
                  attempts: int = 3, label: str | None = None,
-                 target: KafkaCluster | None = None) -> dict[str, Any]:
+                 target: KafkaCluster | None = None, desk: Any = None) -> dict[str, Any]:
     """A scenario's row of the matrix: re-run while its fault does not bite."""
     label = label or sc.id
     row: dict[str, Any] = {"scenario": label, "title": sc.title, "seeds": sc.seeds,
@@ -660,7 +684,7 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
         began = time.monotonic()
         folder = out / label / f"attempt-{n}"
         try:
-            got = attempt(sc, cluster, spark, folder, target)
+            got = attempt(sc, cluster, spark, folder, target, desk)
         except NotBitten as exc:
             row["attempts"].append({"n": n, "outcome": "fault did not bite", "why": str(exc),
                                     "evidence": getattr(exc, "evidence", []),
@@ -676,6 +700,11 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
         problems = [p for f in got["flows"] for p in f["problems"]]
         if statuses != [sc.status]:
             problems.append(f"status {'/'.join(statuses)}, expected {sc.status}")
+        if desk is not None and sc.repair:
+            if got.get("repair") is None:
+                problems.append("not repaired: the window was not judged right")
+            else:
+                problems += [f"repair: {p}" for p in got["repair"]["problems"]]
         got.update(n=n, outcome="pass" if not problems else "fail", problems=problems,
                    seconds=round(time.monotonic() - began, 1))
         row["attempts"].append(got)
@@ -696,6 +725,8 @@ def _expected_words(sc: Scenario) -> str:
         return "nothing" + (f" (status {sc.status})" if sc.status != "ok" else "")
     sink = sc.sinks[0] if len(sc.sinks) == 1 else "each sink"
     words = "; ".join(f"{k}, {s} side, {h.format(sink=sink)}" for k, s, h in sc.expected)
+    if sc.repair:
+        words += "; then repaired: re-run ok, each lost id once in the sink"
     return words + (" (status inconclusive)" if sc.status == "inconclusive" else "")
 
 
@@ -708,6 +739,11 @@ def _found_words(got: dict[str, Any]) -> str:
     for f in got["flows"]:
         items = [f"{k.replace('/', ', ', 2)}: {n}" for k, n in sorted(f["found"].items())]
         parts.append(("; ".join(items) or "nothing") + f" [{f['status']}]")
+    repaired = got.get("repair")
+    if repaired is not None:
+        parts.append(f"repaired {repaired['repaired']}: " + (
+            "re-run ok, each once in the sink" if not repaired["problems"]
+            else "; ".join(repaired["problems"])))
     return " — ".join(parts)
 
 
