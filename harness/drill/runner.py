@@ -420,6 +420,11 @@ def _setup(sc: Scenario, cluster: KafkaCluster, folder: Path,
         from harness.services.kafka_security import grant, reader_acls
 
         grant(cluster.bootstrap, "recon", reader_acls(topic, [ctx.group]))
+        if sc.repair:  # what a repair adds (docs/repair.md, "ACLs")
+            repair = f"{topic}.kafka-recon-repair"
+            grant(cluster.bootstrap, "recon", [
+                ("TOPIC", repair, "LITERAL", op) for op in ("CREATE", "READ", "WRITE")] + [
+                ("TRANSACTIONAL_ID", "kafka-recon-repair-", "PREFIXED", "WRITE")])
     if sc.upstream == "mariadb":
         from harness.services.mariadb import MariaDBServer
 
