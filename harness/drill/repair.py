@@ -108,9 +108,8 @@ class Desk:
                 and self.state(run_id, "approve") == "awaiting_input"
 
         wait_for("the repair's approval waiting", waiting, 600)
-        # as a person answers: seconds later (an answer within the second the task takes to
-        # exit after parking itself races Airflow's scheduler, which then fails the task)
-        time.sleep(5)
+        # answered as a person would: after the parked task's process has ended
+        self.airflow.parked(DAG, run_id, "approve")
         self.api("PATCH", detail, {"chosen_options": ["Approve"]})
 
     def finished(self, run_id: str, timeout: float = 900) -> str:

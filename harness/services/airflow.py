@@ -181,6 +181,26 @@ class AirflowServers(Service):
             except ValueError:
                 return exc.code, raw.decode(errors="replace")
 
+    def parked(self, dag_id: str, run_id: str, task_id: str, timeout: float = 120) -> None:
+        """Wait until a task parked for a person's answer (human-in-the-loop) has had its
+        process's exit reported to the scheduler. An answer before that lets the answer queue
+        the task again first, and Airflow 3.3's scheduler then fails it ("finished with state
+        success, but the task instance's state attribute is queued"); the exit was seen to
+        come up to 6 s after the task parked on a loaded machine. A person is never that
+        quick; a program answering through the REST API must wait for it."""
+        import time
+
+        line = ("Received executor event with state success for task instance "
+                f"TaskInstanceKey(dag_id='{dag_id}', task_id='{task_id}', run_id='{run_id}'")
+        log = self.home / "scheduler.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if log.exists() and line in log.read_text(errors="replace"):
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{dag_id}.{task_id} {run_id}: the scheduler never heard that "
+                             f"the parked task's process ended (see {log})")
+
     def unpause(self, dag_id: str, timeout: float = 180) -> None:
         """Wait until the dag-processor has parsed `dag_id`, then unpause it."""
         import time

@@ -63,12 +63,8 @@ class Stack:
                 token=self.token)
             if code == 200 and got.get("response_received") is False \
                     and self.task(run_id, "approve")["state"] == "awaiting_input":
-                # a person answers seconds after the question, not within the second the
-                # task process takes to exit after parking itself: an answer that quick lets the
-                # triggerer queue the task again before the executor reports its exit, and
-                # Airflow 3.3's scheduler then fails it ("finished with state success, but
-                # the task instance's state attribute is queued")
-                time.sleep(5)
+                # answered as a person would: after the parked task's process has ended
+                self.airflow.parked(DAG, run_id, "approve")
                 return dict(got)
             states = {t: self.task(run_id, t)["state"] for t in ("repair_plan", "approve")}
             assert "failed" not in states.values(), (states, self.logs(run_id))
