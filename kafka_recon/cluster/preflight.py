@@ -111,11 +111,15 @@ def gaps(ep: KafkaEndpoint, topic: str, groups: list[str]) -> list[Gap]:
     return found
 
 
+def _listed(missing: list[Gap]) -> str:
+    return "; ".join(f"{g.acl} ({g.cost})" for g in missing)
+
+
 def check(ep: KafkaEndpoint, topic: str, groups: list[str]) -> None:
     """TopicError naming every missing ACL and its cost; nothing when all are granted."""
     missing = gaps(ep, topic, groups)
     if missing:
-        listed = "; ".join(f"{g.acl} ({g.cost})" for g in missing)
+        listed = _listed(missing)
         raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s): "
                          f"{listed}. Grant them (docs/cluster.md, 'The preflight, and the "
                          "ACLs to grant')")
@@ -175,7 +179,7 @@ def check_repair(ep: KafkaEndpoint, topic: str, transactional_id: str,
     """TopicError naming every ACL a delivery lacks, before anything is published."""
     missing = repair_gaps(ep, topic, transactional_id, described)
     if missing:
-        listed = "; ".join(f"{g.acl} ({g.cost})" for g in missing)
+        listed = _listed(missing)
         raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s) "
                          f"to repair into '{topic}': {listed}. Grant them (docs/repair.md, "
                          "'ACLs'); nothing was published")

@@ -410,21 +410,21 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     verify(spark, folder, plan, result_digest)
     key = f"{iso_z(window.start)}/{iso_z(window.end)}"  # the window, as headers name it
     txids = f"kafka-recon-repair-{flow.name}-{plan.digest[:16]}"
+    tiers = {hop.hop: _target(flow, hop) for hop in plan.hops}
     # every repair topic there and writable before the first record goes out
-    targets: dict[str, tuple[KafkaTier, int]] = {}
-    for hop in plan.hops:
-        tier = _target(flow, hop)
-        if tier is not None and repair_topic(flow, tier) not in targets:
+    partitions: dict[str, int] = {}  # by repair topic
+    for tier in tiers.values():
+        if tier is not None and repair_topic(flow, tier) not in partitions:
             ep, target = endpoint(tier), repair_topic(flow, tier)
             try:
                 parts = ensure_topic(ep, target, len(check_topic(ep, tier.topic)))
             except TopicDenied:  # named with the rest of what is missing
                 parts = 0
             check_repair(ep, target, f"{txids}-preflight", described=parts > 0)
-            targets[target] = (tier, parts)
+            partitions[target] = parts
     out: list[DeliveredHop] = []
     for hop in plan.hops:
-        tier = _target(flow, hop)
+        tier = tiers[hop.hop]
         if tier is None or not hop.records_dir:
             out.append(DeliveredHop(hop=hop.hop, note=_not_published(hop)))
             continue
@@ -434,7 +434,7 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         if hop.source == "topic":
             done = already_delivered(held, flow.name)
             todo = topic_copies(planned.join(done, ["partition", "offset"], "left_anti"),
-                                targets[target][1])
+                                partitions[target])
         else:
             record = flow.record_of(tier)
             rows = json_records(planned, record, flow.repair.fields)
