@@ -227,7 +227,9 @@ def flow_config_md() -> str:
         FlumeTier,
         KafkaTier,
         RecordSpec,
+        Repair,
         SqlTier,
+        TableTier,
         Tolerance,
         Volume,
     )
@@ -238,8 +240,8 @@ def flow_config_md() -> str:
            "YAML file, `flows: {<name>: <flow>}`; every field is checked when it is loaded, "
            "an unknown one is refused, and `kafka-recon check` names each error on a line of "
            "its own. How the fields are used: [Flows](../flows.md).", ""]
-    for model in (Flow, RecordSpec, SqlTier, FlumeTier, KafkaTier, Tolerance, Drops, Volume,
-                  Alert):
+    for model in (Flow, RecordSpec, SqlTier, FlumeTier, KafkaTier, TableTier, Tolerance, Drops,
+                  Volume, Alert, Repair):
         doc = (model.__doc__ or "").strip()
         out += [f"## {model.__name__}", ""]
         if doc and not doc.startswith(model.__name__ + "("):

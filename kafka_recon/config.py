@@ -459,16 +459,22 @@ class Repair(_Strict):
     """How a window's lost records are re-delivered (`kafka-recon repair`, the recon_repair
     DAG): where to, and what a write-side loss's upstream rows become."""
 
+    to: Literal["repair_topic", "topic"] = "repair_topic"
+    """Where records are re-delivered: repair_topic (a topic beside each topic tier, which
+    the sink team's consumer reads; `topics`), or topic (back onto the flow's own topic,
+    where the sink's own consumer loads them unchanged; the record spec must read the event
+    time from the record, not its Kafka timestamp)."""
     topics: dict[str, str] = {}
     """A repair topic per topic tier, by tier name: where that topic's lost records are
     published again (default `<topic>.kafka-recon-repair`)."""
-    write_side: Literal["export", "json"] = "export"
+    write_side: Literal["export", "publish"] = "export"
     """A write-side loss's upstream rows: export (kept in the plan's Parquet, for the owners),
-    or json (published to the repair topic as JSON values the flow's record spec reads: the id
-    and event time where it reads them, and `fields`)."""
+    or publish (published in the topic's format, which the flow's record spec reads: the id
+    and event time where it reads them, and `fields`; JSON as it is, Avro and JSON Schema with
+    the registry's latest schema of `<topic>-value`, or Avro of the record's schema_file)."""
     fields: dict[str, str] = {}
-    """With write_side json, more value fields from the upstream row: JSON path ("$.amount",
-    "$.customer.id") to the id query's column."""
+    """With write_side publish, more value fields from the upstream row: JSON path
+    ("$.amount", "$.customer.id") to the id query's column."""
     counted: bool = True
     """Whether a run counts the write-side records a topic's repair topic holds for its
     window as the topic's own (what verifies a write-side repair)."""
@@ -605,19 +611,30 @@ class Flow(_Strict):
 
     def _repair_fits(self) -> None:
         names = {t.name for t in self.kafka_tiers}
+        if self.repair.to == "topic":
+            if self.repair.topics:
+                raise ValueError("repair.topics names repair topics, but repair.to: topic puts "
+                                 "records back onto the flow's own topics: set one of them")
+            for t in self.kafka_tiers:
+                if self.record_of(t).event_time == "kafka_timestamp":
+                    raise ValueError(
+                        f"repair.to: topic: tier '{t.name}' reads its event time from the "
+                        "Kafka timestamp, and a record put back onto its topic is stamped "
+                        "when it is re-delivered, so it would count in another window: read "
+                        "the event time from the record, or use repair.to: repair_topic")
         for name in self.repair.topics:
             if name not in names:
                 raise ValueError(f"repair.topics names '{name}', which is not a topic tier "
                                  f"of the flow ({', '.join(sorted(names))})")
-        if self.repair.write_side == "json":
+        if self.repair.write_side == "publish":
             rec = self.record_of(self.topic_tier)
-            if rec.format != "json" or rec.envelope != "none":
-                raise ValueError("repair.write_side json writes plain JSON values; the first "
-                                 f"topic's records are {rec.format}"
-                                 f"{' change events' if rec.envelope != 'none' else ''}: use "
+            if rec.envelope != "none":
+                raise ValueError("repair.write_side publish writes plain records; the first "
+                                 f"topic's records are {rec.envelope} change events: use "
                                  "write_side export")
         elif self.repair.fields:
-            raise ValueError("repair.fields shape JSON values: set repair.write_side: json")
+            raise ValueError("repair.fields shape published records: set "
+                             "repair.write_side: publish")
 
     @property
     def kafka_tiers(self) -> list[KafkaTier]:

@@ -30,7 +30,7 @@ from harness.services.smtp import MailCatcher
 
 DAG = "recon_repair"
 # the flow's repair settings: write-side rows published as JSON; the sink's loader gets 20 s
-REPAIR_BLOCK = "    repair: {write_side: json, settle: 20s}\n"
+REPAIR_BLOCK = "    repair: {write_side: publish, settle: 20s}\n"
 
 
 class Desk:

@@ -75,3 +75,29 @@ def schemas(conf: dict[str, str], ids: list[int], record_format: str
         else:
             out[sid] = RegistrySchema(text=schema.schema_str)
     return out
+
+
+def latest(conf: dict[str, str], subject: str, record_format: str) -> tuple[int, str]:
+    """The id and text of a subject's latest schema, which a write-side repair writes with;
+    RegistryError when there is none of the flow's format, or it cannot be read."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    where = f"schema registry {conf.get('url')}: subject {subject}"
+    try:
+        found = client(conf).get_latest_version(subject)
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            raise RegistryError(f"{where} has no schema: register the topic's value schema "
+                                "first") from None
+        raise RegistryError(f"{where}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - transport errors of httpx, TLS, auth
+        raise RegistryError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from None
+    schema = found.schema
+    kind = (schema.schema_type or "AVRO").upper()
+    if kind != FORMAT_TYPES[record_format]:
+        raise RegistryError(f"{where}: the latest schema (id {found.schema_id}) is a {kind} "
+                            f"schema, the flow writes {record_format}")
+    if schema.references:
+        raise RegistryError(f"{where}: the latest schema (id {found.schema_id}) references "
+                            "other schemas, which kafka-recon does not resolve")
+    return int(found.schema_id), str(schema.schema_str)

@@ -1,11 +1,11 @@
 """The repair plan: each lost id of a run read back from where it still is, by the executors.
 
 A consume-side loss (the records reached a topic, not the tier after it) is read back from the
-topic at the records' partitions and offsets, whole (key, value, timestamp); a write-side loss
-(the upstream has rows the topic lacks) from the upstream's id query, restricted to the lost
-ids. What cannot be read back is listed with the reason. Everything is written into the run
-folder's `repair/` by the executors; the driver only gets counts, ten sample ids and sums of
-hashes for the plan's digest (`kafka_recon.runfiles.repair`).
+topic at the records' partitions and offsets, whole (key, value, timestamp, headers); a
+write-side loss (the upstream has rows the topic lacks) from the upstream's id query,
+restricted to the lost ids. What cannot be read back is listed with the reason. Everything is
+written into the run folder's `repair/` by the executors; the driver only gets counts, ten
+sample ids and sums of hashes for the plan's digest (`kafka_recon.runfiles.repair`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from kafka_recon.runfiles.repair import (
     Source,
 )
 from kafka_recon.runfolder import FILES, RunFolder, remove
+from kafka_recon.spark.encode import encoded
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files
 from kafka_recon.spark.records import normalise_id
 from kafka_recon.spark.repair_topic import (
@@ -43,6 +44,8 @@ from kafka_recon.spark.repair_topic import (
     H_WINDOW,
     already_delivered,
     already_delivered_ids,
+    copies_since,
+    read_offsets,
     read_repair_topic,
     repair_topic,
 )
@@ -68,11 +71,12 @@ class Loss:
 
 # ------------------------------------------------------------------ pure transforms
 def topic_rows(raw: DataFrame, records: DataFrame, lost: DataFrame) -> DataFrame:
-    """The Kafka rows of the lost ids: every copy the window holds, as it was written."""
+    """The Kafka rows of the lost ids: every copy the window holds, as it was written (with
+    its headers)."""
     at = (records.where(F.col("id").isNotNull()).join(lost, "id", "left_semi")
           .select("id", "partition", "offset"))
     return (raw.join(at, ["partition", "offset"])
-            .select("id", "partition", "offset", "timestamp", "key", "value"))
+            .select("id", "partition", "offset", "timestamp", "key", "value", "headers"))
 
 
 def upstream_rows(rows: DataFrame, lost: DataFrame) -> DataFrame:
@@ -180,12 +184,14 @@ def _from_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window
     record = flow.record_of(tier)
     schemas = window_schemas(spark, ep, tier, record, ranges)
 
-    def read() -> DataFrame:
-        group = f"{GROUP_PREFIX}{flow.name}-repair-{uuid.uuid4().hex[:12]}"
-        return read_window(spark, ep, tier.topic, ranges, group, tier.isolation_level)
-
-    # two reads of the same fixed offsets: one for the ids, one for the rows as written
-    return topic_rows(read(), extract_records(read(), record, schemas), lost)
+    group = f"{GROUP_PREFIX}{flow.name}-repair-{uuid.uuid4().hex[:12]}"
+    ids = extract_records(read_window(spark, ep, tier.topic, ranges, group,
+                                      tier.isolation_level), record, schemas)
+    # two reads of the same fixed offsets: the ids as a run reads them, and the rows as
+    # written with their headers (which the window reader does not read)
+    raw = read_offsets(spark, ep.spark_options(), tier.topic,
+                       [(r.partition, r.start, r.end) for r in ranges], tier.isolation_level)
+    return topic_rows(raw, ids, lost)
 
 
 def _from_upstream(spark: SparkSession, tier: SqlTier, window: Window,
@@ -292,21 +298,32 @@ def make_plan(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder
 
 
 # ------------------------------------------------------------------ delivery
+HEADERS = "array<struct<key:string,value:binary>>"  # as Spark's Kafka source reads them
+
+
 def _headers(*pairs: tuple[str, Column]) -> Column:
-    return F.array(*[F.struct(F.lit(k).alias("k"), v.cast("string").alias("v"))
-                     for k, v in pairs])
+    # kafka-recon's own headers, those with a value
+    ours = F.array(*[F.struct(F.lit(k).alias("key"), v.cast("string").cast("binary")
+                              .alias("value")) for k, v in pairs])
+    return F.filter(ours, lambda h: h["value"].isNotNull())
 
 
 def topic_copies(planned: DataFrame, partitions: int) -> DataFrame:
-    """A topic's planned records as they are published: as written, into the same partition
-    where the repair topic has it (a key keeps its order), with where they were."""
+    """A topic's planned records as they are published: as written (key, value, their own
+    headers), into the same partition where the repair topic has it (a key keeps its order),
+    with headers saying where they were. A header of kafka-recon's own that the original
+    carried is not copied: the ledger reads only the copy's."""
     stamp = F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+    original = (F.col("headers") if "headers" in planned.columns  # a plan made before them
+                else F.array().cast(HEADERS))
+    kept = F.filter(original, lambda h: ~h["key"].startswith("kafka-recon-"))
     return planned.select(
         "key", "value",
         F.when(F.col("partition") < partitions, F.col("partition")).alias("target"),
         F.lit(None).cast("long").alias("ts_ms"),
-        _headers((H_PARTITION, F.col("partition")), (H_OFFSET, F.col("offset")),
-                 (H_TIMESTAMP, stamp)).alias("headers"))
+        F.concat(kept, _headers((H_PARTITION, F.col("partition")),
+                                (H_OFFSET, F.col("offset")),
+                                (H_TIMESTAMP, stamp))).cast(HEADERS).alias("headers"))
 
 
 def upstream_copies(records: DataFrame, record: RecordSpec) -> DataFrame:
@@ -319,7 +336,7 @@ def upstream_copies(records: DataFrame, record: RecordSpec) -> DataFrame:
         "key", "value", F.lit(None).cast("int").alias("target"),
         (ms if record.event_time == "kafka_timestamp" else F.lit(None).cast("long"))
         .alias("ts_ms"),
-        _headers((H_ID, F.col("id")), (H_TIMESTAMP, stamp)).alias("headers"))
+        _headers((H_ID, F.col("id")), (H_TIMESTAMP, stamp)).cast(HEADERS).alias("headers"))
 
 
 def _publisher(conf: dict[str, Any], topic: str, transactional_id: str,
@@ -343,8 +360,8 @@ def _publisher(conf: dict[str, Any], topic: str, transactional_id: str,
             return
         producer.begin_transaction()
         for row in _chain(first, rows):
-            headers = [*fixed, *((h["k"], h["v"].encode()) for h in row["headers"]
-                                 if h["v"] is not None)]
+            headers: list[tuple[str, str | bytes | None]] = [
+                *fixed, *((str(h["key"]), _bytes(h["value"])) for h in row["headers"])]
             where: dict[str, Any] = {}
             if row["target"] is not None:
                 where["partition"] = row["target"]
@@ -389,18 +406,53 @@ def _target(flow: Flow, hop: RepairHop) -> KafkaTier | None:
     if hop.records_dir and hop.source == "topic" and isinstance(src, KafkaTier):
         return src
     if (hop.records_dir and hop.source == "upstream" and isinstance(dst, KafkaTier)
-            and flow.repair.write_side == "json"):
+            and flow.repair.write_side == "publish"):
         return dst
     return None
 
 
+def _side_of(plan: RepairPlan, hop: str) -> Source:
+    return next(h.source for h in plan.hops if h.hop == hop)
+
+
+def _write_schema(flow: Flow, tier: KafkaTier) -> tuple[str | None, int | None]:
+    """(schema text, registry schema id) a write-side hop's values are written with: none
+    for JSON, the record's schema file for plain Avro, else the latest schema of the topic's
+    value subject. ConfigError naming every field the schema requires and nothing fills."""
+    from pathlib import Path
+
+    from kafka_recon.errors import ConfigError
+    from kafka_recon.sources import registry
+    from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.spark.encode import unfilled
+
+    record = flow.record_of(tier)
+    if record.format == "json":
+        return None, None
+    if record.schema_file:
+        text, sid, which = Path(record.schema_file).read_text(), None, record.schema_file
+    else:
+        subject = f"{tier.topic}-value"
+        sid, text = registry.latest(endpoint(tier).registry_conf(tier.schema_registry),
+                                    subject, record.format)
+        which = f"schema id {sid} (subject {subject})"
+    paths = [p for p in (record.id, record.event_time) if p.startswith("$.")]
+    gaps = unfilled(text, record.format, [*paths, *flow.repair.fields])
+    if gaps:
+        raise ConfigError(f"flow '{flow.name}': repair.write_side publish cannot write "
+                          f"{which}: {'; '.join(gaps)}; map each in repair.fields (a "
+                          "column of the id query), or use write_side export")
+    return text, sid
+
+
 def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             plan: RepairPlan, result_digest: str) -> RepairDelivery:
-    """Publish the plan's records to the repair topics, each at most once ever: a topic's
-    lost records to its own repair topic, a write-side loss's upstream rows (with
-    `repair.write_side: json`) to the repair topic of the topic that lacks them. What a
-    repair topic already holds for the flow (a delivery of this plan or of an earlier one,
-    a delivery that crashed after some of its transactions committed) is not sent again.
+    """Publish the plan's records to the repair topics (or, with `repair.to: topic`, back
+    onto the flow's own topics), each at most once ever: a topic's lost records to its own
+    repair topic, a write-side loss's upstream rows (with `repair.write_side: publish`), in
+    the topic's format, to the repair topic of the topic that lacks them. What a target
+    already holds for the flow (a delivery of this plan or of an earlier one, a delivery that
+    crashed after some of its transactions committed) is not sent again.
     Refused when the run folder no longer matches the plan, and before anything is published
     when the principal lacks an ACL a delivery needs."""
     from kafka_recon.cluster.preflight import check_repair
@@ -413,6 +465,9 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     tiers = {hop.hop: _target(flow, hop) for hop in plan.hops}
     # every repair topic there and writable before the first record goes out
     partitions: dict[str, int] = {}  # by repair topic
+    # the schema a write-side hop's values are written with, by tier: checked first too
+    schemas = {tier.name: _write_schema(flow, tier) for hop, tier in tiers.items()
+               if tier is not None and _side_of(plan, hop) == "upstream"}
     for tier in tiers.values():
         if tier is not None and repair_topic(flow, tier) not in partitions:
             ep, target = endpoint(tier), repair_topic(flow, tier)
@@ -430,7 +485,8 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             continue
         ep, target = endpoint(tier), repair_topic(flow, tier)
         planned = spark.read.parquet(str(folder.inside(hop.records_dir)))
-        held = read_repair_topic(spark, ep.spark_options(), target)
+        held = read_repair_topic(spark, ep.spark_options(), target,
+                                 copies_since(flow, window))
         if hop.source == "topic":
             done = already_delivered(held, flow.name)
             todo = topic_copies(planned.join(done, ["partition", "offset"], "left_anti"),
@@ -438,8 +494,11 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         else:
             record = flow.record_of(tier)
             rows = json_records(planned, record, flow.repair.fields)
-            todo = upstream_copies(rows.join(already_delivered_ids(held, flow.name),
-                                             "id", "left_anti"), record)
+            text, sid = schemas[tier.name]
+            time_path = record.event_time if record.event_time.startswith("$.") else None
+            todo = upstream_copies(encoded(rows.join(already_delivered_ids(held, flow.name),
+                                                     "id", "left_anti"),
+                                           record.format, text, sid, time_path), record)
         sent = todo.count()
         fixed = [(H_FLOW, flow.name.encode()), (H_WINDOW, key.encode()),
                  (H_PLAN, plan.digest.encode())]

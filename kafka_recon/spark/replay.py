@@ -301,10 +301,12 @@ def read_window(spark: SparkSession, ep: KafkaEndpoint, topic: str, ranges: list
 
 
 def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, record: RecordSpec,
-                   ranges: list[PartitionRange]) -> dict[int, RegistrySchema] | None:
+                   ranges: list[PartitionRange], also: DataFrame | None = None
+                   ) -> dict[int, RegistrySchema] | None:
     """The schemas the window's values need, by schema id: none for JSON; the flow's schema
     file (under id 0) for Avro written without a registry; else each distinct schema id of
-    the window's framed values, asked of the registry once (a few ids reach the driver)."""
+    the window's framed values and of `also`'s (the rows a repair published for it), asked
+    of the registry once (a few ids reach the driver)."""
     from pathlib import Path
 
     from kafka_recon.errors import ConfigError
@@ -324,6 +326,8 @@ def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, reco
     framed, sid, _ = framing(F.col("value"))
     raw = read_window(spark, ep, tier.topic, ranges,
                       f"{GROUP_PREFIX}schemas-{uuid.uuid4().hex[:12]}", tier.isolation_level)
+    if also is not None:
+        raw = raw.select("value").unionByName(also.select("value"))
     ids = [int(r["sid"]) for r in raw.where(framed).select(sid.alias("sid")).distinct()
            .collect()]
     return registry.schemas(conf, ids, record.format)
@@ -433,9 +437,11 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
                                   [r.partition for r in ranges])
     committed.update(mirror_commits(flow, tier))  # the mirror copying it on, if any
     # what a write-side repair published for the window counts as the topic's own
-    repair = None if tier is not flow.topic_tier else repaired_of(spark, flow, tier, window)
+    repair = (None if tier is not flow.topic_tier
+              else repaired_of(spark, flow, tier, window, folder))
     reads = _Reads(spark, flow, tier, window, ep, read,
-                   window_schemas(spark, ep, tier, flow.record_of(tier), read),
+                   window_schemas(spark, ep, tier, flow.record_of(tier), read,
+                                  repair[1] if repair else None),
                    replays_wanted or flow.replays, repair[1] if repair else None)
     try:
         runs, first = replays(reads, folder, keep_records)

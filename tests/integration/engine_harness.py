@@ -129,11 +129,14 @@ class Scenario:
         return rows
 
     def produce(self, rows: list[tuple[int, datetime]], arrival: datetime | None = None,
-                partition: int | None = None, producer: Any = None) -> None:
+                partition: int | None = None, producer: Any = None,
+                headers: dict[int, list[tuple[str, bytes]]] | None = None) -> None:
         p = producer or self.producer
         for i, t in rows:
             value = json.dumps({"id": i, "ts": t.strftime("%Y-%m-%dT%H:%M:%SZ")})
             kw: dict[str, Any] = {"partition": partition} if partition is not None else {}
+            if headers and i in headers:
+                kw["headers"] = headers[i]
             p.produce(self.topic, key=str(i), value=value,
                       timestamp=int((arrival or t).timestamp() * 1000), **kw)
         if producer is None:

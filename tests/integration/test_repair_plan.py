@@ -34,7 +34,8 @@ def test_a_plan_holds_exactly_the_lost_records_from_where_each_still_is(
     scn = Scenario(tmp_path, kafka.bootstrap)
     rows = {i: at(i * 10) for i in range(1, N + 1)}
     scn.upstream(rows)
-    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED])
+    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED],
+                headers={i: [("trace", f"t-{i}".encode())] for i in NEVER_LOADED})
     scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED | NEVER_LOADED])
     result = scn.reconcile(spark)
     assert findings(result) == [("loss", "consume", "topic->sink", len(NEVER_LOADED)),
@@ -50,13 +51,15 @@ def test_a_plan_holds_exactly_the_lost_records_from_where_each_still_is(
         == ("consume", "topic", 3, 3, 0)
     assert consume.sample_ids == sorted(str(i) for i in NEVER_LOADED)
 
-    # the consume side's records as the topic holds them: key, value, partition and offset
+    # the consume side's records as the topic holds them: key, value, headers, partition and
+    # offset
     assert consume.records_dir
     topic = pq.read_table(scn.out / consume.records_dir).to_pylist()
     assert sorted(int(r["id"]) for r in topic) == sorted(NEVER_LOADED)
     for r in topic:
         assert json.loads(r["value"])["id"] == int(r["id"]) and r["key"] == r["id"].encode()
         assert r["offset"] >= 0 and r["partition"] in (0, 1, 2)
+        assert r["headers"] == [{"key": "trace", "value": f"t-{r['id']}".encode()}]
     # the write side's upstream rows, every column of the id query
     assert write.records_dir
     upstream = pq.read_table(scn.out / write.records_dir).to_pylist()
@@ -212,11 +215,12 @@ def test_a_repaired_window_reruns_ok_once_the_sink_has_loaded_the_repair_topic(
     target = f"{scn.topic}.fixes"
     scn.config.write_text(scn.config.read_text().replace(
         "    replays: 2\n",
-        "    replays: 2\n    repair:\n      write_side: json\n"
+        "    replays: 2\n    repair:\n      write_side: publish\n"
         f"      topics: {{topic: \"{target}\"}}\n"))
     rows = {i: at(i * 10) for i in range(1, N + 1)}
     scn.upstream(rows)
-    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED])
+    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED],
+                headers={i: [("trace", f"t-{i}".encode())] for i in NEVER_LOADED})
     scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED | NEVER_LOADED])
     scn.reconcile(spark)
     run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
@@ -234,6 +238,9 @@ def test_a_repaired_window_reruns_ok_once_the_sink_has_loaded_the_repair_topic(
         i = int(value["id"])
         assert r["key"] == str(i).encode()
         assert value["ts"] == rows[i].strftime("%Y-%m-%d %H:%M:%S"), "as the upstream has it"
+    for r in got:  # a topic's copy carries the original's own headers beside kafka-recon's
+        if "kafka-recon-id" not in r["headers"]:
+            assert r["headers"]["trace"] == f"t-{json.loads(r['value'])['id']}"
     assert orchestrate.deliver_repair(run, spark, plan.digest).hops[0].sent == 0
 
     # the re-run before the sink loaded anything: the topic is whole again, the sink is not
@@ -258,6 +265,124 @@ def test_a_repaired_window_reruns_ok_once_the_sink_has_loaded_the_repair_topic(
     assert "of an earlier result of this window" in text, text
     assert f"0 sent to {target}, 3 there before; missing now: 0 (was 3)" in text, text
     assert f"0 sent to {target}, 2 there before; missing now: 0 (was 2)" in text, text
+
+
+def test_records_put_back_onto_the_flows_own_topic_are_counted_and_loaded_by_the_sinks_consumer(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    """`repair.to: topic`: both sides' records go back onto the topic the sink already reads.
+    They land after the window's offsets, stamped when re-delivered; the re-run counts the
+    write-side rows as the topic's own from its run folder's delivery, the sink's consumer
+    loads the copies with no change, and nothing is sent twice."""
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.config.write_text(scn.config.read_text().replace(
+        "    replays: 2\n", "    replays: 2\n    repair:\n      write_side: publish\n"
+        "      to: topic\n"))
+    rows = {i: at(i * 10) for i in range(1, N + 1)}
+    scn.upstream(rows)
+    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED],
+                headers={i: [("trace", f"t-{i}".encode())] for i in NEVER_LOADED})
+    scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED | NEVER_LOADED])
+    scn.reconcile(spark)
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    plan = orchestrate.plan_repair(run, spark)
+
+    delivery = orchestrate.deliver_repair(run, spark, plan.digest)
+    assert {d.hop: (d.target, d.sent, d.already) for d in delivery.hops} == {
+        "db->topic": (scn.topic, 2, 0), "topic->sink": (scn.topic, 3, 0)}
+    everything = _repair_topic_records(kafka.bootstrap, scn.topic)
+    copies = [r for r in everything if "kafka-recon-flow" in r["headers"]]
+    assert len(everything) == N - len(NEVER_PUBLISHED) + 5 and len(copies) == 5
+    # (a write-side row's id is the upstream's exact text)
+    assert sorted(int(json.loads(r["value"])["id"]) for r in copies) == sorted(
+        NEVER_PUBLISHED | NEVER_LOADED)
+    for r in copies:
+        if "kafka-recon-id" not in r["headers"]:
+            assert r["headers"]["trace"] == f"t-{json.loads(r['value'])['id']}"
+    assert sum(d.sent for d in orchestrate.deliver_repair(run, spark, plan.digest).hops) == 0
+
+    # the re-run: the write side's rows count as the topic's own; the sink has not loaded yet
+    result = scn.reconcile(spark)
+    assert findings(result) == [("loss", "consume", "topic->sink",
+                                 len(NEVER_LOADED | NEVER_PUBLISHED))]
+    replays = json.loads((scn.out / "replays.json").read_text())["topics"][0]
+    assert (replays["repair_topic"], replays["repaired"]) == (scn.topic, 2)
+    # the sink's own consumer reads on past the window and loads the copies
+    scn.sink([(int(json.loads(r["value"])["id"]), rows[int(json.loads(r["value"])["id"])])
+              for r in copies])
+    result = scn.reconcile(spark)
+    assert result["status"] == "ok", findings(result)
+    replanned = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    with pytest.raises(UsageError, match="nothing to repair"):
+        orchestrate.plan_repair(replanned, spark)
+
+
+ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+
+
+def test_write_side_rows_of_an_avro_topic_are_published_with_its_latest_registry_schema(
+        kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
+    """`repair.write_side: publish` on a registry Avro topic: the rows are written with the
+    latest schema of `<topic>-value` (a field it requires and nothing fills refuses the
+    delivery before any write), a sink's own Avro deserializer reads them, and the re-run
+    counts them as the topic's own."""
+    import uuid
+
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from kafka_recon.errors import ConfigError
+    from kafka_recon.sources import registry
+
+    url = f"mock://repair-{uuid.uuid4().hex[:8]}"
+    client = registry.client({"url": url})
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
+    scn.config.write_text(scn.config.read_text().replace(
+        'record: {id: "$.id", event_time: "$.ts"}',
+        'record: {id: "$.id", event_time: "$.ts", format: avro}').replace(
+        f'topic: "{scn.topic}"', f'topic: "{scn.topic}"\n        schema_registry: "{url}"'
+    ).replace("    replays: 2\n", "    replays: 2\n    repair: {write_side: publish}\n"))
+    rows = {i: at(i * 10) for i in range(1, N + 1)}
+    scn.upstream(rows)
+    scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED])
+    ctx = SerializationContext(scn.topic, MessageField.VALUE)
+    v1 = AvroSerializer(client, json.dumps(ORDER), conf={"auto.register.schemas": True})
+    scn.produce_raw([(str(i).encode(), v1({"id": i, "ts": t}, ctx), t)
+                     for i, t in rows.items() if i not in NEVER_PUBLISHED])
+    assert findings(scn.reconcile(spark)) == [("loss", "write", "db->topic", 2)]
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    plan = orchestrate.plan_repair(run, spark)
+    target = f"{scn.topic}.kafka-recon-repair"
+    subject = f"{scn.topic}-value"
+
+    # the latest schema requires a field the rows do not fill: refused, nothing written
+    strict = {**ORDER, "fields": [*ORDER["fields"], {"name": "channel", "type": "string"}]}
+    client.register_schema(subject, Schema(json.dumps(strict), "AVRO"))
+    with pytest.raises(ConfigError, match=r"cannot write schema id \d+ \(subject "
+                                          rf"{subject}\): \$\.channel \(required\)"):
+        orchestrate.deliver_repair(run, spark, plan.digest)
+    assert not _repair_topic_records(kafka.bootstrap, target)
+
+    # a later version with a default: the rows are written with it
+    latest = {**ORDER, "fields": [*ORDER["fields"],
+                                  {"name": "channel", "type": "string", "default": "repair"}]}
+    latest_id = client.register_schema(subject, Schema(json.dumps(latest), "AVRO"))
+    [hop] = orchestrate.deliver_repair(run, spark, plan.digest).hops
+    assert (hop.target, hop.sent) == (target, 2)
+    read = AvroDeserializer(client)
+    got = _repair_topic_records(kafka.bootstrap, target)
+    assert {int.from_bytes(r["value"][1:5], "big") for r in got} == {latest_id}
+    docs = sorted((read(r["value"], ctx) for r in got), key=lambda d: d["id"])
+    assert [(d["id"], d["ts"], d["channel"]) for d in docs] == [
+        (i, rows[i], "repair") for i in sorted(NEVER_PUBLISHED)]
+
+    # the re-run decodes them with the flow's own reader and counts them as the topic's:
+    # the topic is whole, and the loss is now the sink's, until it loads them
+    assert findings(scn.reconcile(spark)) == [("loss", "consume", "topic->sink", 2)]
+    replays = json.loads((scn.out / "replays.json").read_text())["topics"][0]
+    assert (replays["repair_topic"], replays["repaired"]) == (target, 2)
 
 
 ZOMBIE = """

@@ -154,7 +154,7 @@ def test_a_flows_repair_settings_read_with_their_defaults(tmp_path: Path) -> Non
     flow = load_flow(write(tmp_path, GOOD), "orders")
     assert (flow.repair.write_side, flow.repair.topics, flow.repair.counted,
             flow.repair.settle) == ("export", {}, True, timedelta(minutes=10))
-    text = GOOD.replace("    grace: 5m\n", "    grace: 5m\n    repair: {write_side: json, "
+    text = GOOD.replace("    grace: 5m\n", "    grace: 5m\n    repair: {write_side: publish, "
                         "topics: {topic: orders.fixes}, fields: {'$.customer.id': cust}, "
                         "settle: 2m}\n")
     flow = load_flow(write(tmp_path, text), "orders")
@@ -165,10 +165,15 @@ def test_a_flows_repair_settings_read_with_their_defaults(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("repair", "expected"),
     [("{topics: {sink: x}}", "repair.topics names 'sink', which is not a topic tier"),
-     ("{fields: {'$.a': a}}", "repair.fields shape JSON values: set repair.write_side: json"),
-     ("{write_side: json, fields: {'a.b': a}}", "expected a JSON path of plain names"),
-     ("{write_side: csv}", "field 'repair.write_side'")],
-    ids=["topics-of-a-sql-tier", "fields-without-json", "bad-path", "unknown-write-side"])
+     ("{fields: {'$.a': a}}",
+      "repair.fields shape published records: set repair.write_side: publish"),
+     ("{write_side: publish, fields: {'a.b': a}}", "expected a JSON path of plain names"),
+     ("{write_side: csv}", "field 'repair.write_side'"),
+     ("{to: topic, topics: {topic: x}}", "repair.topics names repair topics, but repair.to: "
+                                         "topic puts records back onto the flow's own topics"),
+     ("{to: sink}", "field 'repair.to'")],
+    ids=["topics-of-a-sql-tier", "fields-without-json", "bad-path", "unknown-write-side",
+         "own-topic-and-repair-topics", "unknown-target"])
 def test_bad_repair_settings_name_what_is_wrong(tmp_path: Path, repair: str,
                                                 expected: str) -> None:
     path = write(tmp_path, GOOD.replace("    grace: 5m\n",
@@ -178,10 +183,23 @@ def test_bad_repair_settings_name_what_is_wrong(tmp_path: Path, repair: str,
     assert expected in str(err.value)
 
 
-def test_json_repairs_need_a_flow_whose_records_are_plain_json(tmp_path: Path) -> None:
-    text = GOOD.replace('event_time: "$.created_at"}',
+def test_published_repairs_need_a_flow_whose_records_are_not_change_events(
+        tmp_path: Path) -> None:
+    avro = GOOD.replace('event_time: "$.created_at"}',
                         'event_time: "$.created_at", format: avro}').replace(
-        "    grace: 5m\n", "    grace: 5m\n    repair: {write_side: json}\n")
-    with pytest.raises(ConfigError, match="write_side json writes plain JSON values; the "
-                                          "first topic's records are avro"):
-        load_flows(write(tmp_path, text))
+        "    grace: 5m\n", "    grace: 5m\n    repair: {write_side: publish}\n")
+    assert load_flow(write(tmp_path, avro), "orders").repair.write_side == "publish"
+    cdc = avro.replace("format: avro}", "envelope: debezium}")
+    with pytest.raises(ConfigError, match="write_side publish writes plain records; the first "
+                                          "topic's records are debezium change events"):
+        load_flows(write(tmp_path, cdc))
+
+
+def test_records_go_back_onto_their_own_topic_only_when_their_event_time_is_in_the_record(
+        tmp_path: Path) -> None:
+    text = GOOD.replace("    grace: 5m\n", "    grace: 5m\n    repair: {to: topic}\n")
+    assert load_flow(write(tmp_path, text), "orders").repair.to == "topic"
+    stamped = text.replace('event_time: "$.created_at"}', 'event_time: kafka_timestamp}')
+    with pytest.raises(ConfigError, match="repair.to: topic: tier 'topic' reads its event time "
+                                          "from the Kafka timestamp"):
+        load_flows(write(tmp_path, stamped))

@@ -49,3 +49,12 @@ def test_no_document_refers_to_a_file_outside_the_repository() -> None:
     found = [f"{d.relative_to(REPO_ROOT)}:{n}" for d in DOCUMENTS
              for n, line in enumerate(d.read_text().splitlines(), 1) if outside.search(line)]
     assert found == []
+
+
+def test_every_link_within_a_reference_page_names_one_of_its_headings() -> None:
+    for page in sorted((REPO_ROOT / "docs" / "reference").glob("*.md")):
+        text = page.read_text()
+        headings = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+                    for h in re.findall(r"^#+ (.+)$", text, re.M)}
+        missing = sorted(set(re.findall(r"\]\(#([^)]+)\)", text)) - headings)
+        assert not missing, f"{page.name}: no heading for {missing}"

@@ -13,8 +13,15 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    import os
+    import sys
+
+    from kafka_recon.settings import spark_jars
     from kafka_recon.spark.session import session
 
-    s = session("kafka-recon unit", master="local[1]")
+    # Python workers (a UDF) run this environment's Python, as a deployment's PYSPARK_PYTHON
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # the package's own jars (spark-avro: Avro values are read by from_avro)
+    s = session("kafka-recon unit", master="local[1]", jars=spark_jars())
     yield s
     s.stop()
