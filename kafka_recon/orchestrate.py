@@ -36,6 +36,7 @@ from kafka_recon.runfiles.replays import Replays
 from kafka_recon.runfiles.stage import Stage, StagedTier
 from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import config_path, keep_replays
+from kafka_recon.stores import repairs
 from kafka_recon.stores.lease import Lease
 from kafka_recon.window import Window
 
@@ -371,6 +372,8 @@ def deliver_repair(run: Run, spark: SparkSession | Callable[[], SparkSession],
                          "deliver the plan that was approved, by its digest")
     with _repairing(run, spark) as (session, digest):
         delivery = deliver(session, run.flow, run.window, run.folder, plan, digest)
+        # in the store too, for people and pages: which plan re-delivered what, and when
+        repairs.record(run.flow.name, run.window.as_json(), delivery, str(run.folder.path))
         report(run)  # the report shows what was delivered
         return delivery
 

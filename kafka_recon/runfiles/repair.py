@@ -72,6 +72,8 @@ class DeliveredHop(Part):
     """Records published by this delivery, in committed transactions."""
     already: int = 0
     """Planned records the target already held from an earlier delivery: not sent again."""
+    ids_file: str | None = None
+    """The ids this delivery sent (CSV, `id`), in the run folder."""
     note: str | None = None
     """Why a hop was not published."""
 

@@ -314,11 +314,12 @@ def topic_copies(planned: DataFrame, partitions: int) -> DataFrame:
     with headers saying where they were. A header of kafka-recon's own that the original
     carried is not copied: the ledger reads only the copy's."""
     stamp = F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
-    original = (F.col("headers") if "headers" in planned.columns  # a plan made before them
-                else F.array().cast(HEADERS))
+    none = F.array().cast(HEADERS)
+    # null for a record written without headers (and no column in a plan made before them)
+    original = F.coalesce(F.col("headers"), none) if "headers" in planned.columns else none
     kept = F.filter(original, lambda h: ~h["key"].startswith("kafka-recon-"))
     return planned.select(
-        "key", "value",
+        "id", "key", "value",
         F.when(F.col("partition") < partitions, F.col("partition")).alias("target"),
         F.lit(None).cast("long").alias("ts_ms"),
         F.concat(kept, _headers((H_PARTITION, F.col("partition")),
@@ -333,7 +334,7 @@ def upstream_copies(records: DataFrame, record: RecordSpec) -> DataFrame:
     ms = (F.unix_micros("event_time") / 1000).cast("long")
     stamp = F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
     return records.select(
-        "key", "value", F.lit(None).cast("int").alias("target"),
+        "id", "key", "value", F.lit(None).cast("int").alias("target"),
         (ms if record.event_time == "kafka_timestamp" else F.lit(None).cast("long"))
         .alias("ts_ms"),
         _headers((H_ID, F.col("id")), (H_TIMESTAMP, stamp)).cast(HEADERS).alias("headers"))
@@ -499,16 +500,25 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             todo = upstream_copies(encoded(rows.join(already_delivered_ids(held, flow.name),
                                                      "id", "left_anti"),
                                            record.format, text, sid, time_path), record)
-        sent = todo.count()
-        fixed = [(H_FLOW, flow.name.encode()), (H_WINDOW, key.encode()),
-                 (H_PLAN, plan.digest.encode())]
-        txid = f"{txids}-{hop.hop.replace('->', '__')}"
-        # always the same tasks, so a resumed delivery's tasks take the transactional ids of
-        # the delivery it resumes (whatever it found left to send) and fence every one
-        todo.repartition(PUBLISH_TASKS).foreachPartition(
-            _publisher(ep.librdkafka(), target, txid, fixed))
+        # what is left to send, computed once: its ids file, its count and what is published
+        # are the same records (the ledger read again after publishing would hold them)
+        todo = todo.repartition(PUBLISH_TASKS).cache()
+        try:
+            sent = todo.count()
+            name = hop.hop.replace("->", "__")
+            ids_file = f"{FILES['repair']}/{name}/delivered.csv"
+            write_id_files(spark, [IdFile(folder.inside(ids_file), ("id",),
+                                          id_rows(todo.select("id").distinct(), ["id"], "id"))],
+                           folder.inside(f"{FILES['repair']}/{name}/.parts"))
+            fixed = [(H_FLOW, flow.name.encode()), (H_WINDOW, key.encode()),
+                     (H_PLAN, plan.digest.encode())]
+            # always the same tasks, so a resumed delivery's tasks take the transactional ids
+            # of the delivery it resumes (whatever it found left to send) and fence every one
+            todo.foreachPartition(_publisher(ep.librdkafka(), target, f"{txids}-{name}", fixed))
+        finally:
+            todo.unpersist()
         out.append(DeliveredHop(hop=hop.hop, target=target, sent=sent,
-                                already=hop.records - sent))
+                                already=hop.records - sent, ids_file=ids_file))
     delivery = RepairDelivery(plan_digest=plan.digest, delivered_at=iso_z(datetime.now(UTC)),
                               hops=out)
     folder.write(delivery)

@@ -197,9 +197,19 @@ def test_a_delivery_publishes_each_planned_record_once_ever(
                 int(r["headers"]["kafka-recon-offset"])) == (planned[i]["partition"],
                                                             planned[i]["offset"])
 
+    # the ids sent, in the run folder and, with the plan's digest, in the store
+    assert scn.ids(d.ids_file) == {3, 8}
+    from kafka_recon.stores import repairs
+    kept = [r for r in repairs.deliveries("f") if r["plan_digest"] == plan.digest]
+    assert [(r["hop"], r["target"], r["sent"], r["already"], r["ids_file"]) for r in kept] == [
+        ("topic->sink", target, 2, 0, d.ids_file)]
+
     # approved again, or planned again over the same loss: nothing is sent twice
     again = orchestrate.deliver_repair(run, spark, plan.digest)
     assert (again.hops[0].sent, again.hops[0].already) == (0, 2)
+    assert scn.ids(again.hops[0].ids_file) == set()
+    assert [r["sent"] for r in repairs.deliveries("f")
+            if r["plan_digest"] == plan.digest] == [2, 0]
     replanned = orchestrate.plan_repair(run, spark)
     assert orchestrate.deliver_repair(run, spark, replanned.digest).hops[0].sent == 0
     assert len(_repair_topic_records(kafka.bootstrap, target)) == 2

@@ -82,13 +82,15 @@ def test_an_id_in_the_key_and_a_time_in_the_kafka_timestamp_go_where_the_spec_re
 def test_a_topics_copy_keeps_its_partition_where_the_repair_topic_has_it_and_its_headers(
         spark: SparkSession) -> None:
     planned = spark.createDataFrame(
-        [("1", 0, 10, T, b"k1", b"v1", []),
+        [("1", 0, 10, T, b"k1", b"v1", None),  # written without headers
          ("2", 5, 11, T, b"k2", b"v2", [("trace", b"t-2"), ("empty", None),
                                         ("kafka-recon-plan", b"an older copy's")])],
         "id string, partition int, offset long, timestamp timestamp, key binary, "
         "value binary, headers array<struct<key:string,value:binary>>")
     out = {bytes(r["key"]): r for r in topic_copies(planned, 3).collect()}
     assert out[b"k1"]["target"] == 0 and out[b"k2"]["target"] is None
+    assert [h["key"] for h in out[b"k1"]["headers"]] == [
+        "kafka-recon-partition", "kafka-recon-offset", "kafka-recon-timestamp"]
     headers = [(h["key"], None if h["value"] is None else bytes(h["value"]))
                for h in out[b"k2"]["headers"]]
     # the record's own headers first, as written (a null value too); kafka-recon's own name
