@@ -192,11 +192,7 @@ def repair_summary(flow: str, start: str, end: str) -> dict[str, str]:
              f"{plan.window_end} (made {plan.made_at}).", ""]
     for h in plan.hops:
         sample = ", ".join(h.sample_ids) + (", ..." if h.records > len(h.sample_ids) else "")
-        published = h.source == "topic" or (h.source == "upstream"
-                                             and run.flow.repair.write_side == "publish")
-        target = ("the owners (not published)" if not published
-                  else "its topic again" if run.flow.repair.to == "topic"
-                  else "its repair topic")
+        target = f"'{h.target}'" if h.target else "the owners (not published)"
         lines.append(f"- **{h.hop}** ({h.side} side): {h.records} of {h.lost} lost record(s) "
                      f"from the {h.source} '{h.from_tier}' to {target}, {h.bytes} bytes"
                      + (f"; first ids: {sample}" if sample else "")

@@ -35,13 +35,17 @@ class RepairHop(Part):
     """Lost ids the plan cannot re-deliver; `uncovered_file` says why, id by id."""
     records_dir: str | None = None
     """The run-folder path of the records (Parquet): from a topic `id`, `partition`, `offset`,
-    `timestamp`, `key`, `value`; from an upstream `kafka_recon_id` and the query's columns."""
+    `timestamp`, `key`, `value`, `headers`; from an upstream `kafka_recon_id` and the query's
+    columns."""
     uncovered_file: str | None = None
     """The run-folder path of the CSV of uncovered ids (`id,reason`)."""
     bytes: int = 0
     """The size of the records' files."""
     sample_ids: list[str] = []
     """Up to ten of the ids planned, first in text order."""
+    target: str | None = None
+    """The topic a delivery would publish the records to, as the flow was configured when
+    planned; null: not published (kept for the owners, or nowhere to send them)."""
 
 
 class RepairPlan(RunFile):

@@ -287,7 +287,9 @@ def make_plan(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder
     covered: list[dict[str, Any]] = []
     for loss in losses:
         entry, hashes = _hop(spark, flow, window, folder, loss)
-        hops.append(entry)
+        tier = _target(flow, entry)
+        hops.append(entry.model_copy(update={
+            "target": repair_topic(flow, tier) if tier is not None else None}))
         covered.append(hashes)
     digest = _digest(result_digest, covered)
     plan = RepairPlan(flow=flow.name, window_start=iso_z(window.start),

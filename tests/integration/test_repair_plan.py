@@ -70,7 +70,9 @@ def test_a_plan_holds_exactly_the_lost_records_from_where_each_still_is(
     # the report shows the plan's summary
     text = (scn.out / "report.txt").read_text()
     assert f"repair plan {plan.digest[:12]}" in text
-    assert "- topic->sink (consume side): 3 of 3 lost record(s) from the topic 'topic'" in text
+    assert ("- topic->sink (consume side): 3 of 3 lost record(s) from the topic 'topic' to "
+            f"'{scn.topic}.kafka-recon-repair'") in text
+    assert "from the upstream 'db' for the owners (not published)" in text
     assert 'id="repair-hops"' in (scn.out / "report.html").read_text()
 
     same = orchestrate.plan_repair(run, spark)
