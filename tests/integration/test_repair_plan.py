@@ -217,6 +217,23 @@ def test_a_delivery_publishes_each_planned_record_once_ever(
     assert len(_repair_topic_records(kafka.bootstrap, target)) == 2
 
 
+def _lost_on_both_sides(scn: Scenario, spark: Any, repair: str
+                        ) -> tuple[dict[int, Any], Any, Any]:
+    """N rows with write_side publish and `repair` settings, NEVER_PUBLISHED lost on the write
+    side and NEVER_LOADED (with a header of their own) on the consume side, run and planned:
+    the rows, the run and the plan."""
+    scn.config.write_text(scn.config.read_text().replace(
+        "    replays: 2\n", "    replays: 2\n    repair:\n      write_side: publish\n" + repair))
+    rows = {i: at(i * 10) for i in range(1, N + 1)}
+    scn.upstream(rows)
+    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED],
+                headers={i: [("trace", f"t-{i}".encode())] for i in NEVER_LOADED})
+    scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED | NEVER_LOADED])
+    scn.reconcile(spark)
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    return rows, run, orchestrate.plan_repair(run, spark)
+
+
 def test_a_repaired_window_reruns_ok_once_the_sink_has_loaded_the_repair_topic(
         kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
     """Both sides at once, with the flow's own repair topic and write-side rows published as
@@ -225,18 +242,7 @@ def test_a_repaired_window_reruns_ok_once_the_sink_has_loaded_the_repair_topic(
     and a second delivery sends nothing."""
     scn = Scenario(tmp_path, kafka.bootstrap)
     target = f"{scn.topic}.fixes"
-    scn.config.write_text(scn.config.read_text().replace(
-        "    replays: 2\n",
-        "    replays: 2\n    repair:\n      write_side: publish\n"
-        f"      topics: {{topic: \"{target}\"}}\n"))
-    rows = {i: at(i * 10) for i in range(1, N + 1)}
-    scn.upstream(rows)
-    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED],
-                headers={i: [("trace", f"t-{i}".encode())] for i in NEVER_LOADED})
-    scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED | NEVER_LOADED])
-    scn.reconcile(spark)
-    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
-    plan = orchestrate.plan_repair(run, spark)
+    rows, run, plan = _lost_on_both_sides(scn, spark, f"      topics: {{topic: \"{target}\"}}\n")
 
     delivery = orchestrate.deliver_repair(run, spark, plan.digest)
     sent = {d.hop: (d.target, d.sent, d.already) for d in delivery.hops}
@@ -286,17 +292,7 @@ def test_records_put_back_onto_the_flows_own_topic_are_counted_and_loaded_by_the
     write-side rows as the topic's own from its run folder's delivery, the sink's consumer
     loads the copies with no change, and nothing is sent twice."""
     scn = Scenario(tmp_path, kafka.bootstrap)
-    scn.config.write_text(scn.config.read_text().replace(
-        "    replays: 2\n", "    replays: 2\n    repair:\n      write_side: publish\n"
-        "      to: topic\n"))
-    rows = {i: at(i * 10) for i in range(1, N + 1)}
-    scn.upstream(rows)
-    scn.produce([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED],
-                headers={i: [("trace", f"t-{i}".encode())] for i in NEVER_LOADED})
-    scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED | NEVER_LOADED])
-    scn.reconcile(spark)
-    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
-    plan = orchestrate.plan_repair(run, spark)
+    rows, run, plan = _lost_on_both_sides(scn, spark, "      to: topic\n")
 
     delivery = orchestrate.deliver_repair(run, spark, plan.digest)
     assert {d.hop: (d.target, d.sent, d.already) for d in delivery.hops} == {
