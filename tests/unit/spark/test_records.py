@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,14 +23,6 @@ from kafka_recon.spark.records import event_time, normalise_id  # noqa: E402
 from kafka_recon.spark.replay import extract_records  # noqa: E402
 
 T = datetime(2026, 11, 20, 8, 30, 15, 123000)  # naive: Spark gives UTC back naive
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from kafka_recon.spark.session import session
-
-    s = session("kafka-recon unit records", master="local[1]")
-    yield s
 
 
 def one(spark: SparkSession, column: F.Column, value: str | None) -> object:
