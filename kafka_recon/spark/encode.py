@@ -23,6 +23,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
 
+from kafka_recon.spark.formats import TIME_TYPES, avro_field, is_time_type, nullable
+
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -64,10 +66,6 @@ def _resolve(node: Any, named: dict[str, Any]) -> Any:
     return node
 
 
-def _nullable(node: Any) -> bool:
-    return node == "null" or isinstance(node, list) and "null" in node
-
-
 def _record_of(node: Any, named: dict[str, Any]) -> dict[str, Any] | None:
     node = _resolve(node, named)
     if isinstance(node, list):
@@ -91,7 +89,7 @@ def unfilled(schema_text: str, record_format: str, paths: list[str]) -> list[str
                 filled = any(p == path or p.startswith(path + ".") for p in paths)
                 if filled:
                     walk(_record_of(field["type"], named), path)
-                elif "default" not in field and not _nullable(field["type"]):
+                elif "default" not in field and not nullable(field["type"]):
                     out.append(f"{path} (required)")
 
         root = _record_of(schema, named)
@@ -147,13 +145,12 @@ def avro_datum(value: Any, node: Any, named: dict[str, Any]) -> Any:
                     out[name] = avro_datum(doc[name], field["type"], named)
                 elif "default" in field:
                     out[name] = field["default"]
-                elif _nullable(field["type"]):
+                elif nullable(field["type"]):
                     out[name] = None
                 else:
                     raise ValueError(f"no value for the required field {name}")
             return out
-        if logical in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis",
-                       "local-timestamp-micros", "date"):
+        if logical in TIME_TYPES:
             when = _time(value)
             if logical == "date":
                 return when.date()
@@ -244,15 +241,13 @@ def encoded(records: DataFrame, record_format: str, schema_text: str | None,
     body = F.col("value")
     if record_format == "avro":
         assert schema_text is not None
-        node = time_path and _time_typed(schema_text, time_path)
-        encode = F.udf(_encoder(schema_text, time_path if node else None), BinaryType())
+        typed = time_path is not None and _time_typed(schema_text, time_path)
+        encode = F.udf(_encoder(schema_text, time_path if typed else None), BinaryType())
         body = encode(F.col("value").cast("string"), F.unix_micros("event_time"))
     value: Column = body if schema_id is None else F.concat(F.lit(frame(schema_id)), body)
     return records.withColumn("value", value)
 
 
 def _time_typed(schema_text: str, path: str) -> bool:
-    from kafka_recon.spark.formats import avro_field, is_time_type
-
     found = avro_field(schema_text, path)
     return found is not None and is_time_type(found[1])

@@ -64,8 +64,12 @@ def avro_field(schema_text: str, path: str) -> tuple[list[str], dict[str, Any] |
 def required_fields(schema_text: str) -> list[str]:
     """The top-level fields that can never be null (no union with null)."""
     node = json.loads(schema_text)
-    return [f["name"] for f in node.get("fields", []) if not (
-        f["type"] == "null" or isinstance(f["type"], list) and "null" in f["type"])]
+    return [f["name"] for f in node.get("fields", []) if not nullable(f["type"])]
+
+
+def nullable(avro_type: Any) -> bool:
+    """Whether an Avro type takes null: null itself, or a union with it."""
+    return avro_type == "null" or isinstance(avro_type, list) and "null" in avro_type
 
 
 def _non_null(node: Any) -> Any:

@@ -202,11 +202,15 @@ def _from_upstream(spark: SparkSession, tier: SqlTier, window: Window,
     return upstream_rows(read_rows(spark, tier, window, JDBC_SLICES), lost)
 
 
+def _hop_dir(hop: str) -> str:
+    """A hop's folder in the run folder's `repair/`."""
+    return f"{FILES['repair']}/{hop.replace('->', '__')}"
+
+
 def _hop(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, loss: Loss
          ) -> tuple[RepairHop, dict[str, Any]]:
     """One hop's records and uncovered ids, written; its entry and what its digest covers."""
-    name = loss.hop.replace("->", "__")
-    base = f"{FILES['repair']}/{name}"
+    base = _hop_dir(loss.hop)
     lost = _lost_ids(spark, folder, loss)
     source: Source
     tier = loss.from_tier
@@ -414,10 +418,6 @@ def _target(flow: Flow, hop: RepairHop) -> KafkaTier | None:
     return None
 
 
-def _side_of(plan: RepairPlan, hop: str) -> Source:
-    return next(h.source for h in plan.hops if h.hop == hop)
-
-
 def _write_schema(flow: Flow, tier: KafkaTier) -> tuple[str | None, int | None]:
     """(schema text, registry schema id) a write-side hop's values are written with: none
     for JSON, the record's schema file for plain Avro, else the latest schema of the topic's
@@ -469,8 +469,8 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     # every repair topic there and writable before the first record goes out
     partitions: dict[str, int] = {}  # by repair topic
     # the schema a write-side hop's values are written with, by tier: checked first too
-    schemas = {tier.name: _write_schema(flow, tier) for hop, tier in tiers.items()
-               if tier is not None and _side_of(plan, hop) == "upstream"}
+    schemas = {tier.name: _write_schema(flow, tier) for hop in plan.hops
+               if (tier := tiers[hop.hop]) is not None and hop.source == "upstream"}
     for tier in tiers.values():
         if tier is not None and repair_topic(flow, tier) not in partitions:
             ep, target = endpoint(tier), repair_topic(flow, tier)
@@ -507,16 +507,16 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
         todo = todo.repartition(PUBLISH_TASKS).cache()
         try:
             sent = todo.count()
-            name = hop.hop.replace("->", "__")
-            ids_file = f"{FILES['repair']}/{name}/delivered.csv"
+            ids_file = f"{_hop_dir(hop.hop)}/delivered.csv"
             write_id_files(spark, [IdFile(folder.inside(ids_file), ("id",),
                                           id_rows(todo.select("id").distinct(), ["id"], "id"))],
-                           folder.inside(f"{FILES['repair']}/{name}/.parts"))
+                           folder.inside(f"{_hop_dir(hop.hop)}/.parts"))
             fixed = [(H_FLOW, flow.name.encode()), (H_WINDOW, key.encode()),
                      (H_PLAN, plan.digest.encode())]
             # always the same tasks, so a resumed delivery's tasks take the transactional ids
             # of the delivery it resumes (whatever it found left to send) and fence every one
-            todo.foreachPartition(_publisher(ep.librdkafka(), target, f"{txids}-{name}", fixed))
+            txid = f"{txids}-{hop.hop.replace('->', '__')}"
+            todo.foreachPartition(_publisher(ep.librdkafka(), target, txid, fixed))
         finally:
             todo.unpersist()
         out.append(DeliveredHop(hop=hop.hop, target=target, sent=sent,

@@ -148,6 +148,18 @@ class Scenario:
         run = orchestrate.load("f", START.isoformat(), END.isoformat(), self.config, self.out)
         return orchestrate.execute(run, spark, with_report=False).as_json()
 
+    def avro_through_registry(self, name: str) -> Any:
+        """The flow's records become the registry's Avro, read through a fresh in-process
+        registry (`mock://<name>-...`): its client, where the test registers schemas."""
+        from kafka_recon.sources import registry
+
+        url = f"mock://{name}-{uuid.uuid4().hex[:8]}"
+        self.config.write_text(self.config.read_text().replace(
+            'record: {id: "$.id", event_time: "$.ts"}',
+            'record: {id: "$.id", event_time: "$.ts", format: avro}').replace(
+            f'topic: "{self.topic}"', f'topic: "{self.topic}"\n        schema_registry: "{url}"'))
+        return registry.client({"url": url})
+
     def produce_raw(self, records: list[tuple[bytes | None, bytes | None, datetime]],
                     partition: int = 0) -> None:
         """Records exactly as given (key, value, Kafka timestamp): any shape a topic holds."""

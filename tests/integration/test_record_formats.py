@@ -60,13 +60,8 @@ def test_an_avro_topic_with_two_schema_versions_reconciles_exactly_and_names_wha
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    url = f"mock://recon-{uuid.uuid4().hex[:8]}"
-    client = registry.client({"url": url})
     scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
-    scn.config.write_text(scn.config.read_text().replace(
-        'record: {id: "$.id", event_time: "$.ts"}',
-        'record: {id: "$.id", event_time: "$.ts", format: avro}').replace(
-        f'topic: "{scn.topic}"', f'topic: "{scn.topic}"\n        schema_registry: "{url}"'))
+    client = scn.avro_through_registry("recon")
     rows = {i: at(i * 20) for i in range(1, 41)}
     scn.upstream(rows)
     scn.sink([(i, t) for i, t in rows.items() if i not in (3, 33)])

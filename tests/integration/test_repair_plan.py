@@ -335,23 +335,17 @@ def test_write_side_rows_of_an_avro_topic_are_published_with_its_latest_registry
     latest schema of `<topic>-value` (a field it requires and nothing fills refuses the
     delivery before any write), a sink's own Avro deserializer reads them, and the re-run
     counts them as the topic's own."""
-    import uuid
 
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from kafka_recon.errors import ConfigError
-    from kafka_recon.sources import registry
 
-    url = f"mock://repair-{uuid.uuid4().hex[:8]}"
-    client = registry.client({"url": url})
     scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
+    client = scn.avro_through_registry("repair")
     scn.config.write_text(scn.config.read_text().replace(
-        'record: {id: "$.id", event_time: "$.ts"}',
-        'record: {id: "$.id", event_time: "$.ts", format: avro}').replace(
-        f'topic: "{scn.topic}"', f'topic: "{scn.topic}"\n        schema_registry: "{url}"'
-    ).replace("    replays: 2\n", "    replays: 2\n    repair: {write_side: publish}\n"))
+        "    replays: 2\n", "    replays: 2\n    repair: {write_side: publish}\n"))
     rows = {i: at(i * 10) for i in range(1, N + 1)}
     scn.upstream(rows)
     scn.sink([(i, t) for i, t in rows.items() if i not in NEVER_PUBLISHED])
