@@ -160,26 +160,45 @@ class AirflowServers(Service):
         with urllib.request.urlopen(req, timeout=10) as resp:
             return str(json.loads(resp.read())["access_token"])
 
+    def _admin_token(self) -> str:
+        """The admin's token, fetched once: a poll every second that logs in each time loads
+        the api-server with a password check per call, and on a busy CI machine the login
+        itself then timed out (tokens last a day, far beyond any test)."""
+        cached: str | None = getattr(self, "_token", None)
+        if cached is None:
+            cached = self._token = self.token()
+        return cached
+
     def api(self, method: str, path: str, body: Any = None, token: str | None = None
             ) -> tuple[int, Any]:
-        """One REST API v2 call; returns the status and the decoded JSON (errors included)."""
+        """One REST API v2 call; returns the status and the decoded JSON (errors included).
+        A GET that times out or loses its connection is asked again (twice): it changes
+        nothing, and a poll must not fail a test because the api-server was slow once."""
+        import time
         import urllib.error
         import urllib.request
 
-        req = urllib.request.Request(
-            f"{self.url}/api/v2{path}", method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Content-Type": "application/json",
-                     "Authorization": f"Bearer {token or self.token()}"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.status, json.loads(resp.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
+        attempts = 3 if method == "GET" else 1
+        for attempt in range(attempts):
+            req = urllib.request.Request(
+                f"{self.url}/api/v2{path}", method=method,
+                data=None if body is None else json.dumps(body).encode(),
+                headers={"Content-Type": "application/json",
+                         "Authorization": f"Bearer {token or self._admin_token()}"})
             try:
-                return exc.code, json.loads(raw)
-            except ValueError:
-                return exc.code, raw.decode(errors="replace")
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return resp.status, json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                raw = exc.read()
+                try:
+                    return exc.code, json.loads(raw)
+                except ValueError:
+                    return exc.code, raw.decode(errors="replace")
+            except OSError:  # a timeout, a refused or reset connection: not an answer
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(2)
+        raise AssertionError("unreachable")
 
     def parked(self, dag_id: str, run_id: str, task_id: str, timeout: float = 120) -> None:
         """Wait until a task parked for a person's answer (human-in-the-loop) has had its
