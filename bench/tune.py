@@ -69,6 +69,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
                                "spark.sql.shuffle.partitions": "4"}},
     # "base" maps the class archive `make setup` made (kafka_recon.spark.classes), when it did
     "no_class_archive": {"env": {"KAFKA_RECON_CLASS_ARCHIVE": ""}},
+    # the first replay counts its distinct ids itself, a grouping of the window by id of its
+    # own, as before 2026-11-27 (since, the reconcile's one comparison counts them)
+    "replay_distinct": {"consts": {"kafka_recon.orchestrate.REPLAY_COUNTS_DISTINCT": True}},
 }
 
 RUNNER = """

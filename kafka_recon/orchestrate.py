@@ -231,6 +231,14 @@ def stage(run: Run) -> Stage:
     return stage_topic(run)
 
 
+def staged_size(run: Run) -> int | None:
+    """The window's size as staging counted it: its largest staged tier's records (None before
+    staging, or for a flow with no staged tier). What a Spark started for the run is sized by
+    (`kafka_recon.spark.conf.driver_heap`)."""
+    staged = run.folder.read_if(Stage)
+    return max((p.count for p in staged.points), default=None) if staged else None
+
+
 def _ready_spark(run: Run, spark: SparkSession) -> None:
     """The session reaches the run folder (an object store's through S3A, its connection set
     on the session), and has kafka-recon's Spark defaults, the shuffles sized by the largest
@@ -241,25 +249,25 @@ def _ready_spark(run: Run, spark: SparkSession) -> None:
 
     set_hadoop(spark, spark_settings(run.out))
 
-    staged = run.folder.read_if(Stage)
     replayed = run.folder.read_if(Replays)
-    sizes = [p.count for p in staged.points] if staged else []
+    sizes = [n] if (n := staged_size(run)) is not None else []
     sizes += [sum(r.end - r.start for r in t.read_offsets) for t in replayed.topics] \
         if replayed else []
     apply_defaults(spark, max(sizes, default=None))
 
 
 def replay(run: Run, spark: SparkSession, replays: int | None = None,
-           keep_records: bool = True) -> tuple[Replays, dict[str, DataFrame]]:
+           keep_records: bool = True, distinct: bool = True
+           ) -> tuple[Replays, dict[str, DataFrame]]:
     """Step 2 on a Spark session (in process, or the one spark-submit made): replays.json, and
     each topic's first-replay records, cached for the reconcile step of the same application
-    (by tier name)."""
+    (by tier name). Without `distinct`, that reconcile counts the replays' distinct ids."""
     from kafka_recon.spark import replay as replay_step
 
     with _guarded(run, "replay"):
         _ready_spark(run, spark)
         replayed, records = replay_step.run(spark, run.flow, run.window, run.folder, replays,
-                                            keep_records)
+                                            keep_records, distinct)
         run.folder.write(replayed)
     return replayed, records
 
@@ -278,6 +286,12 @@ def reconcile(run: Run, spark: SparkSession,
         aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder, staged,
                                         replays, topic_records)
         run.folder.write(aggregates)
+        if replays.uncounted():
+            # the topic's distinct ids, as its one grouping by id counted them (the replay
+            # left them: `replay_and_reconcile`); the same records, filtered the same way
+            replays = replays.with_distinct({p.tier.name: t.distinct for p, t in
+                                             zip(run.flow.points, aggregates.tiers, strict=True)})
+            run.folder.write(replays)
         result = build_result(run.flow, run.window, aggregates, replays,
                               stage_reasons=staged.reasons, out=str(run.out),
                               audit=run.folder.read_if(Audit),
@@ -286,13 +300,19 @@ def reconcile(run: Run, spark: SparkSession,
     return result
 
 
+# Whether a replay that hands its records to the reconcile in memory counts their distinct
+# ids itself: a grouping of the whole window by id, which the reconcile's one comparison does
+# anyway (bench.tune's variant `replay_distinct` sets it back, to measure the difference).
+REPLAY_COUNTS_DISTINCT = False
+
+
 def replay_and_reconcile(run: Run, spark: SparkSession, replays: int | None = None,
                          keep_records: bool = False, clock: Stopwatch | None = None) -> Result:
     """Steps 2 and 3 in one Spark application: the first replay's records go to the reconcile
     from memory, never through a Parquet round trip (unless `keep_records`)."""
     clock = clock or Stopwatch()
     clock.count_jobs(spark)
-    _, records = replay(run, spark, replays, keep_records)
+    _, records = replay(run, spark, replays, keep_records, distinct=REPLAY_COUNTS_DISTINCT)
     clock.lap("replay")
     try:
         result = reconcile(run, spark, records)

@@ -26,7 +26,10 @@ class ReplayRun(Part):
     group: str
     read: int
     count: int
-    distinct: int
+    distinct: int | None = None
+    """The window's distinct ids. None only while the reconcile of the same application has
+    yet to count them (the replay leaves them to its grouping by id); a finished run's
+    replays.json always holds them."""
     unidentifiable: int
     fingerprint: str | None = None   # the sum of the window's ids' hashes (exact decimal)
     out_of_order: int
@@ -63,3 +66,17 @@ class Replays(RunFile):
 
     def of(self, tier: str) -> TopicReplays:
         return next(t for t in self.topics if t.tier == tier)
+
+    def uncounted(self) -> bool:
+        """Whether a replay's distinct ids are left for the reconcile to count."""
+        return any(r.distinct is None for t in self.topics for r in t.replays)
+
+    def with_distinct(self, by_tier: dict[str, int | None]) -> Replays:
+        """These replays with the distinct ids the reconcile counted for each topic (by tier
+        name) where a replay left them: the first replay's, and a later one's that read the
+        very same records."""
+        return self.model_copy(update={"topics": [
+            t.model_copy(update={"replays": [
+                r if r.distinct is not None else r.model_copy(update={"distinct": by_tier[t.tier]})
+                for r in t.replays]})
+            for t in self.topics]})

@@ -209,10 +209,14 @@ def arrived(start: datetime, closes_at: datetime) -> Column:
 
 
 def summarize(records: DataFrame, start: datetime, end: datetime,
-              closes_at: datetime | None = None, margin: timedelta = timedelta(0)
-              ) -> DataFrame:
+              closes_at: datetime | None = None, margin: timedelta = timedelta(0),
+              distinct: bool = True) -> DataFrame:
     """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint,
     `out_of_order`, and, when the records carry it, the sum of their `digest`s.
+
+    Without `distinct` the row has no distinct ids: counting them groups every record by id,
+    a shuffle of the whole window, and the reconcile of the same application groups the
+    topic's ids anyway (`replay_and_reconcile` fills them in from its tally).
 
     The fingerprint is the sum of 64-bit hashes of the window's ids (an exact decimal): it does
     not depend on the order records were read in, and replays that read different id multisets
@@ -230,7 +234,8 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
     return records.agg(
         F.count(F.lit(1)).alias("read"),
         F.count(F.when(in_window, 1)).alias("count"),
-        F.count_distinct(F.when(in_window, F.col("id"))).alias("distinct"),
+        *([F.count_distinct(F.when(in_window, F.col("id"))).alias("distinct")]
+          if distinct else []),
         F.count(F.when(~identifiable & arrived(start, closes_at), 1)).alias("unidentifiable"),
         hash_sum(F.when(in_window, F.xxhash64("id"))).alias("fingerprint"),
         F.count(F.when((F.col("kafka_ts") < F.lit(start - margin))
@@ -334,16 +339,18 @@ def window_schemas(spark: SparkSession, ep: KafkaEndpoint, tier: KafkaTier, reco
 
 
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
-        replays_wanted: int | None = None, keep_records: bool = True
+        replays_wanted: int | None = None, keep_records: bool = True, distinct: bool = True
         ) -> tuple[Replays, dict[str, DataFrame]]:
     """Replay each of the flow's topics: what replays.json holds (one entry per topic, in flow
-    order) and each topic's first-replay records, cached, by tier name (`replay_topic`)."""
+    order) and each topic's first-replay records, cached, by tier name (`replay_topic`).
+    Without `distinct`, each first replay's distinct ids are left for the reconcile of the
+    same application to count (`summarize`)."""
     topics: list[TopicReplays] = []
     records: dict[str, DataFrame] = {}
     try:
         for tier in flow.kafka_tiers:
             doc, first = replay_topic(spark, flow, tier, window, folder, replays_wanted,
-                                      keep_records)
+                                      keep_records, distinct)
             topics.append(doc)
             records[tier.name] = first
     except BaseException:
@@ -380,6 +387,7 @@ class _Reads:
     schemas: dict[int, RegistrySchema] | None   # none: JSON values
     wanted: int
     repaired: DataFrame | None = None  # the repair topic's write-side records of the window
+    distinct: bool = True  # the first replay counts its distinct ids (else the reconcile does)
 
     def fresh(self, i: int, retry: str = "") -> tuple[str, DataFrame]:
         """The window read under a fresh consumer group of its own, with the records a
@@ -397,17 +405,17 @@ class _Reads:
                                if self.wanted > 1 else raw, self.flow.record_of(self.tier),
                                self.schemas, self.flow.drops_after(self.tier))
 
-    def summarised(self, records: DataFrame) -> dict[str, Any]:
+    def summarised(self, records: DataFrame, distinct: bool = True) -> dict[str, Any]:
         # an aggregate always yields exactly one row; the exact decimal sums as text
         w = self.window
-        row = summarize(records, w.start, w.end, w.closes_at,
-                        self.flow.disorder).collect()[0].asDict()
+        row = summarize(records, w.start, w.end, w.closes_at, self.flow.disorder,
+                        distinct).collect()[0].asDict()
         return {k: _text(v) if k in ("fingerprint", "digest") else v for k, v in row.items()}
 
 
 def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
-                 folder: RunFolder, replays_wanted: int | None = None, keep_records: bool = True
-                 ) -> tuple[TopicReplays, DataFrame]:
+                 folder: RunFolder, replays_wanted: int | None = None, keep_records: bool = True,
+                 distinct: bool = True) -> tuple[TopicReplays, DataFrame]:
     """Replay one topic's window `replays_wanted` times (default: the flow's count).
 
     Returns its entry of replays.json and its first replay's records, cached: the reconcile
@@ -442,7 +450,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     reads = _Reads(spark, flow, tier, window, ep, read,
                    window_schemas(spark, ep, tier, flow.record_of(tier), read,
                                   repair[1] if repair else None),
-                   replays_wanted or flow.replays, repair[1] if repair else None)
+                   replays_wanted or flow.replays, repair[1] if repair else None, distinct)
     try:
         runs, first = replays(reads, folder, keep_records)
         repaired = repair[1].count() if repair else 0
@@ -477,7 +485,7 @@ def replays(reads: _Reads, folder: RunFolder, keep_records: bool
         if first is None:
             # one pass: the summary fills the cache the reconcile step reads
             first = reads.records(raw).cache()
-            entry = ReplayRun(group=group, **reads.summarised(first))
+            entry = ReplayRun(group=group, **reads.summarised(first, reads.distinct))
             if keep_records:
                 target = folder.replay_dir(i, reads.tier.name)
                 # overwrite: re-running the window replaces this replay

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,13 @@ def test_duplicates_in_the_topic_are_the_write_sides(scn: Scenario, spark: Any) 
     r = scn.reconcile(spark)
     assert findings(r) == [("duplicate", "write", "db->topic", 3)]
     assert scn.ids(loss(r)[0]["ids"]) == {7, 8, 9}
+    # the replays leave their distinct ids to the reconcile's one grouping by id, and every
+    # replay's figure in replays.json and the result is the topic's own: 3 ids read twice
+    topic = next(t for t in r["tiers"] if t["name"] == "topic")
+    assert (topic["count"], topic["distinct"]) == (len(ROWS) + 3, len(ROWS))
+    assert [(p["count"], p["distinct"]) for p in r["replays"]] == [(len(ROWS) + 3, len(ROWS))] * 2
+    replays = json.loads((scn.out / "replays.json").read_text())
+    assert [p["distinct"] for t in replays["topics"] for p in t["replays"]] == [len(ROWS)] * 2
 
 
 def test_duplicates_only_in_the_sink_are_the_consume_sides(scn: Scenario, spark: Any) -> None:
