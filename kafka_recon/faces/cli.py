@@ -62,8 +62,10 @@ def _run(a: argparse.Namespace) -> int:
         jvm_options()
 
     def spark() -> SparkSession:
+        # called after staging: the window's size is known, and sizes the driver
         s = session(f"kafka-recon {run.flow.name}", master=a.master or "local[*]", jars=jars,
-                    remote=remote, given=run.flow.spark_settings)
+                    remote=remote, given=run.flow.spark_settings,
+                    records=orchestrate.staged_size(run))
         if not remote:
             s.sparkContext.setLogLevel("WARN")
         return s

@@ -37,6 +37,22 @@ def shuffle_partitions(records: int | None, cores: int) -> int:
     return min(4000, max(least, -(-records // RECORDS_PER_PARTITION)))
 
 
+# The driver's heap, fixed (-Xms as -Xmx) and chosen by the window's size, where nobody chose
+# one. The shuffles are cut into partitions of RECORDS_PER_PARTITION records, so a task's work
+# does not grow with the window, and what a run caches spills to local disk beyond Spark's
+# region of the heap: one heap serves every large window. A small window's few partitions need
+# less, so a host running many small flows at once gives each less. Fixed, not grown as the
+# collector sees fit: a run's memory is known before it starts, whatever the window holds.
+DRIVER_MEMORY = "spark.driver.memory"
+SMALL_WINDOW = 500_000  # records
+HEAPS = {"small": "768m", "large": "1g"}
+
+
+def driver_heap(records: int) -> str:
+    """The driver's heap for a window of `records` records (the largest of its tiers)."""
+    return HEAPS["small" if records <= SMALL_WINDOW else "large"]
+
+
 def cluster_defaults() -> dict[str, str]:
     """The settings of this host's Spark, `spark-defaults.conf` in `SPARK_CONF_DIR` or
     `$SPARK_HOME/conf`: what spark-submit applies under every `--conf`."""
@@ -56,7 +72,8 @@ def cluster_defaults() -> dict[str, str]:
 
 
 def spark_conf(given: dict[str, str] | None = None,
-               cluster: dict[str, str] | None = None) -> dict[str, str]:
+               cluster: dict[str, str] | None = None,
+               records: int | None = None) -> dict[str, str]:
     """What kafka-recon puts on a Spark application's command line (or its in-process builder):
     `given` (the Spark connection's extra `conf`, then the flow's `spark:` block, which wins),
     and UTC, which nothing overrides. The JVMs' options are whoever set them (`given`, else the
@@ -85,6 +102,14 @@ def spark_conf(given: dict[str, str] | None = None,
     for key, value in STARTUP_DEFAULTS.items():
         if key not in given and key not in cluster:
             out[key] = value
+    if records is not None and DRIVER_MEMORY not in given and DRIVER_MEMORY not in cluster:
+        # a driver of a window of known size: its heap fixed (DRIVER_MEMORY's note), unless
+        # the driver's own options already set where its heap starts
+        heap = driver_heap(records)
+        out[DRIVER_MEMORY] = heap
+        driver = out[JAVA_OPTIONS[0]]
+        if not any(o.startswith("-Xms") for o in driver.split()):
+            out[JAVA_OPTIONS[0]] = f"{driver} -Xms{heap}"
     return out
 
 

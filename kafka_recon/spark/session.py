@@ -26,13 +26,14 @@ from kafka_recon.spark.conf import (
 
 def session(app: str, master: str | None = None, jars: list[str] | None = None,
             driver_options: str | None = None, remote: str | None = None,
-            given: dict[str, str] | None = None) -> SparkSession:
+            given: dict[str, str] | None = None, records: int | None = None) -> SparkSession:
     """A session with kafka-recon's settings. In process (`master`), the builder gets them and
     `given` (a flow's `spark:` block); under spark-submit, the command line already has them,
     and the builder adds nothing the cluster could not override. The driver maps the class
     archive when there is one (`kafka_recon.spark.classes`), unless `driver_options` replaces
     that. With `remote` (a Spark Connect URL), a session of the server's (`remote_session`).
-    kafka-recon's defaults are then set where nobody set them (`apply_defaults`)."""
+    kafka-recon's defaults are then set where nobody set them (`apply_defaults`). `records`,
+    the window's size when known, fixes the driver's heap (`conf.driver_heap`)."""
     if remote:
         spark = remote_session(remote)
     else:
@@ -43,7 +44,8 @@ def session(app: str, master: str | None = None, jars: list[str] | None = None,
             builder = builder.master(master)
             if jars:
                 builder = builder.config("spark.jars", ",".join(jars))
-            for key, value in driver_conf(spark_conf(given), driver_options).items():
+            for key, value in driver_conf(spark_conf(given, records=records),
+                                          driver_options).items():
                 builder = builder.config(key, value)
         spark = builder.getOrCreate()
     apply_defaults(spark)

@@ -18,6 +18,7 @@ from kafka_recon.spark.conf import spark_conf
 
 if TYPE_CHECKING:
     from kafka_recon.config import Flow
+    from kafka_recon.orchestrate import Run
 
 
 class ReconSparkSubmitOperator(SparkSubmitOperator):
@@ -101,12 +102,34 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
     def submit_conf(self, flow: Flow | None = None) -> dict[str, str]:
         """spark-submit's settings (`kafka_recon.spark.conf.spark_conf`): the flow's `spark:`
         block over the Spark connection's extra `conf`, over this worker's spark-defaults.conf;
-        kafka-recon's own defaults are set inside the job, where nobody set them."""
+        kafka-recon's own defaults are set inside the job, where nobody set them. The driver's
+        heap is chosen by the window's size, as staging counted it (`conf.driver_heap`)."""
         from kafka_recon.config import load_flow
 
         flow = flow or load_flow(self.config, self.flow)
         return spark_conf({**self._connection_conf(), **flow.spark_settings,
-                           **(self.conf or {})})
+                           **(self.conf or {})}, records=self._staged_size())
+
+    def _given(self) -> dict[str, str]:
+        """The step's arguments, rendered: option -> value."""
+        args = [str(a) for a in self.application_args or []]
+        return dict(zip(args[::2], args[1::2], strict=False))
+
+    def _run(self, given: dict[str, str]) -> Run:
+        from kafka_recon import orchestrate
+
+        return orchestrate.load(self.flow, given["--start"], given["--end"],
+                                Path(given["--config"]), given["--out"])
+
+    def _staged_size(self) -> int | None:
+        """The window's size from the run folder's stage.json (the stage task ran before this
+        one); None when the step's arguments name no run folder, or nothing was staged."""
+        from kafka_recon import orchestrate
+
+        given = self._given()
+        if not {"--start", "--end", "--config", "--out"} <= given.keys():
+            return None
+        return orchestrate.staged_size(self._run(given))
 
     def submit_jars(self, flow: Flow | None = None) -> str | None:
         """The rendered jars, with Iceberg's and Delta's for a flow that reads a table."""
@@ -148,10 +171,8 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         from kafka_recon import orchestrate
         from kafka_recon.settings import shown_remote
 
-        args = [str(a) for a in self.application_args or []]
-        given = dict(zip(args[::2], args[1::2], strict=False))
-        run = orchestrate.load(self.flow, given["--start"], given["--end"],
-                               Path(given["--config"]), given["--out"])
+        given = self._given()
+        run = self._run(given)
         replays = int(given["--replays"]) if "--replays" in given else None
         step = Path(str(self.application)).stem
         self.log.info("kafka-recon %s through the Spark Connect server %s", step,

@@ -216,3 +216,69 @@ def test_a_job_sets_kafka_recons_defaults_and_sizes_the_shuffles_by_the_window(
     assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(16, 2 * cores))
     apply_defaults(spark, None)  # a flow with no upstream count: two per core
     assert spark.conf.get("spark.sql.shuffle.partitions") == str(max(2, 2 * cores))
+
+
+@pytest.mark.parametrize(("records", "heap"), [
+    (0, "768m"), (500_000, "768m"), (500_001, "1g"), (10_000_000, "1g"), (50_000_000, "1g")])
+def test_a_runs_driver_heap_is_fixed_and_chosen_by_its_windows_size(
+        monkeypatch: pytest.MonkeyPatch, records: int, heap: str) -> None:
+    monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    conf = spark_conf(records=records)
+    assert conf["spark.driver.memory"] == heap
+    # where the heap starts, as large as it may grow: the collector never resizes it
+    assert conf["spark.driver.extraJavaOptions"] == \
+        f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS} -Xms{heap}"
+    assert conf["spark.executor.extraJavaOptions"] == f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS}"
+
+
+def test_a_driver_heap_someone_chose_is_left_alone(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert "spark.driver.memory" not in spark_conf(), "a window of unknown size: Spark's own"
+    assert spark_conf({"spark.driver.memory": "3g"}, records=10**7)["spark.driver.memory"] == "3g"
+    assert "-Xms" not in spark_conf({"spark.driver.memory": "3g"},
+                                    records=10**7)["spark.driver.extraJavaOptions"]
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.memory 2g\n")
+    assert spark_conf(records=10**7).get("spark.driver.memory") is None, "spark-submit reads it"
+    (tmp_path / "spark-defaults.conf").write_text("")
+    own = spark_conf({"spark.driver.extraJavaOptions": "-Xms256m"}, records=10**7)
+    assert own["spark.driver.memory"] == "1g"
+    assert own["spark.driver.extraJavaOptions"] == "-Duser.timezone=UTC -Xms256m"
+
+
+def test_the_dag_task_sizes_its_drivers_heap_by_what_the_stage_task_counted(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kafka_recon import orchestrate
+    from kafka_recon.airflow.operators import spark_submit
+    from kafka_recon.runfiles.stage import Stage, StagedPoint
+
+    monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    config = tmp_path / "flows.yaml"
+    config.write_text("""
+flows:
+  f:
+    owners: [x@example.com]
+    record: {id: "$.id", event_time: "$.ts"}
+    tiers:
+      - name: up
+        type: sql
+        conn: "sqlite:///u.db"
+        ids: "SELECT id, ts AS event_time FROM t WHERE ts >= :start AND ts < :end"
+      - {name: topic, type: kafka, bootstrap: "127.0.0.1:9", topic: t}
+""")
+    window = ["--start", "2026-11-20T00:00:00Z", "--end", "2026-11-21T00:00:00Z"]
+    args = ["--config", str(config), "--flow", "f", *window, "--out", str(tmp_path / "run")]
+    op = spark_submit.ReconSparkSubmitOperator(
+        task_id="replay_reconcile", step="replay_reconcile", flow="f", config=str(config),
+        application_args=args)
+    monkeypatch.setattr(op, "_connection_conf", dict)
+    assert "spark.driver.memory" not in op.submit_conf(), "nothing staged: Spark's own heap"
+    run = orchestrate.load("f", window[1], window[3], config, tmp_path / "run")
+    run.folder.write(Stage(points=[StagedPoint(name="up", kind="ids", count=2_000_000)]))
+    assert op.submit_conf()["spark.driver.memory"] == "1g"
+    run.folder.write(Stage(points=[StagedPoint(name="up", kind="ids", count=40_000)]))
+    assert op.submit_conf()["spark.driver.memory"] == "768m"
