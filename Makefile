@@ -16,7 +16,7 @@ PYTEST_ARGS ?= --durations=15
 # (docs/development.md, "Running the tests")
 WORKERS ?= -n 2 --dist loadfile
 
-.PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench postgres chromium prometheus redis mariadb
+.PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench bench-fleet postgres chromium prometheus redis mariadb
 
 all: setup
 
@@ -170,12 +170,12 @@ test-integration: setup postgres chromium prometheus redis mariadb
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
 	  $(PY) -m pytest -m integration $(WORKERS) $(PYTEST_ARGS)
 
-# speed and memory goals: never timed tests. The whole table (three sizes, three masters and a
-# Spark Connect server, the code before issue 15 as reader g from a worktree) takes about half
-# an hour on 2 cores;
+# speed and memory goals: never timed tests. The whole table (three sizes and 50M once, three
+# masters and a Spark Connect server, the code before issue 43 as reader g from a worktree)
+# takes about an hour and a half on 2 cores;
 # BENCH_ARGS="--records 1000000 --readers a,b,d,f,h" for a quick one.
-BENCH_BEFORE ?= c7d97c7
-BENCH_ARGS ?= --records 1000000,5000000,10000000 --repeats 3 --readers a,b,c,d,f,h \
+BENCH_BEFORE ?= a823e17
+BENCH_ARGS ?= --records 1000000,5000000,10000000,50000000 --repeats 3 --readers a,b,c,d,f,h \
 	--masters local[2],local[1],standalone,connect --other-repeats 1 --scale-repeats 1
 bench: setup
 	-command -v kcat >/dev/null || (apt-get install -y -qq kcat >/dev/null 2>&1 || true)
@@ -186,6 +186,13 @@ bench: setup
 	$(PY) -m compileall -q bench-out/before/kafka_recon bench-out/before/spark_jobs
 	$(PY) -m bench.run $(BENCH_ARGS) --before bench-out/before
 	$(PY) -m bench.report
+
+# a fleet: 20 flows on 5-minute windows under Airflow's live scheduler for 30 minutes, through
+# one warm Spark Connect server (about 45 minutes in all); writes bench/fleet.json, which
+# `python -m bench.report` then reads
+FLEET_ARGS ?=
+bench-fleet: setup postgres
+	$(PY) -m bench.fleet $(FLEET_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.report import SCALE
 from harness.services.base import java_binary
 from harness.services.kafka import KafkaCluster
 from kafka_recon.settings import REPO_ROOT, kafka_classpath
@@ -383,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the readers at the sizes above the smallest")
     p.add_argument("--scale-repeats", type=int, help="repeats above the smallest size "
                    "(default: --repeats)")
+    p.add_argument("--once-readers", default="d,h",
+                   help="the readers at a size above 10M, run once each: the scaling check "
+                        "(the DuckDB script holds the whole window in memory, 11 GB at 10M)")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results.json")
     p.add_argument("--readers", default="a,b,c,d,e,f,h",
@@ -422,15 +426,22 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for n in sizes:
             here = masters if n in other_sizes else masters[:1]
-            small = n == sizes[0]
-            chosen = only if small else set(a.scale_readers.split(","))
-            runs.append(bench(n, a.repeats if small else a.scale_repeats or a.repeats, here,
+            small, once = n == sizes[0], n > SCALE  # beyond: checks the scaling once
+            chosen = only if small else set((a.once_readers if once
+                                             else a.scale_readers).split(","))
+            repeats = a.repeats if small else 1 if once else a.scale_repeats or a.repeats
+            runs.append(bench(n, repeats, here,
                               a.work, chosen | {"d"} if len(here) > 1 else chosen,
                               a.before if "g" in chosen else None, a.other_repeats,
                               servers))
             if not a.keep:
                 shutil.rmtree(a.work / f"n{n}", ignore_errors=True)
+    before = None
+    if a.before:  # which code g ran: the worktree's commit
+        before = subprocess.run(["git", "-C", str(a.before), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=False).stdout.strip()
     doc = {"sizes": runs, "repeats": a.repeats, "masters": labels, "replays": REPLAYS,
+           "before": before or None,
            "machine": {"cores": os.cpu_count(), "memory_gb": round(
                os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
                "python": platform.python_version(),
