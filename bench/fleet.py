@@ -1,0 +1,205 @@
+"""`make bench-fleet`: many flows on short windows, run by Airflow's live scheduler.
+
+Twenty flows (by default), each a pipeline that never pauses (an application writing orders
+upstream, a producer tailing them into the flow's topic, a consumer loading the sink:
+harness.live), each at its own rate so that a window holds from 10,000 to 100,000 records. Every
+flow's `recon__<flow>` DAG runs on 5-minute windows under Airflow's api-server, scheduler,
+dag-processor and triggerer (LocalExecutor, PostgreSQL), all its Spark work through one warm
+Spark Connect server (`KAFKA_RECON_SPARK_REMOTE`), every other setting the shipped default.
+
+Measured per window whose closing time (end + grace + disorder) falls inside the measured
+minutes: how long after its closing its verdict (result.json) was written, and the verdict
+itself (nothing is lost in these pipelines, so every window must be `ok`). A window with no
+verdict by the end (its run failed, or never ran) is skipped. Writes bench/fleet.json, which
+bench.report reads for the fleet's target (p95 within 120 s, none skipped).
+
+    python -m bench.fleet [--flows 20] [--window-minutes 5] [--minutes 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from harness.live import LivePipeline, floor_to
+from harness.services.airflow import AirflowServers, airflow_env
+from harness.services.kafka import KafkaCluster
+from harness.services.postgres import PostgresServer
+from harness.services.smtp import MailCatcher
+from harness.services.spark import SparkConnect
+from kafka_recon.settings import REPO_ROOT
+from kafka_recon.window import iso_z
+
+GRACE, DISORDER = timedelta(seconds=30), timedelta(seconds=10)
+
+
+def rates(flows: int, window: timedelta, least: int, most: int) -> list[float]:
+    """Rows per second of each flow: windows from `least` to `most` records, evenly spread."""
+    span = [least + (most - least) * k / max(flows - 1, 1) for k in range(flows)]
+    return [n / window.total_seconds() for n in span]
+
+
+def flows_yaml(pipelines: dict[str, LivePipeline], window: timedelta) -> str:
+    """One flow config holding every flow (LivePipeline writes one flow's file each)."""
+    minutes = f"{int(window.total_seconds() // 60)}m"
+    parts = [p.flow_yaml(name, window=minutes, grace=f"{int(GRACE.total_seconds())}s",
+                         disorder=f"{int(DISORDER.total_seconds())}s").split("\n", 1)[1]
+             for name, p in pipelines.items()]
+    return "flows:\n" + "".join(parts)
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def verdicts(runs_root: Path, flows: list[str], window: timedelta, since: datetime,
+             until: datetime) -> list[dict[str, Any]]:
+    """Every window of every flow whose closing time lies in [since, until]: its verdict and
+    how long after closing it was written (None: no verdict, skipped)."""
+    closing = GRACE + DISORDER
+    first = floor_to(since - closing, window) + window  # the first end closing at or after since
+    out = []
+    for flow in flows:
+        end = first
+        while end + closing <= until:
+            start = end - window
+            result = runs_root / flow / f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}" \
+                / "result.json"
+            row: dict[str, Any] = {"flow": flow, "window": iso_z(start), "verdict": None,
+                                   "after_closing_s": None}
+            if result.exists():
+                doc = json.loads(result.read_text())
+                written = datetime.fromtimestamp(result.stat().st_mtime, UTC)
+                row.update(verdict=doc["status"], reasons=doc.get("reasons") or [],
+                           records=next((t["count"] for t in doc.get("tiers") or []), None),
+                           after_closing_s=round((written - (end + closing)).total_seconds(), 1))
+            out.append(row)
+            end += window
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of `values`."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def summary(rows: list[dict[str, Any]], flows: int, window: timedelta, minutes: float,
+            began: datetime) -> dict[str, Any]:
+    late = [r["after_closing_s"] for r in rows if r["after_closing_s"] is not None]
+    statuses: dict[str, int] = {}
+    for r in rows:
+        statuses[str(r["verdict"])] = statuses.get(str(r["verdict"]), 0) + 1
+    return {
+        "flows": flows, "window_minutes": window.total_seconds() / 60, "minutes": minutes,
+        "began": iso_z(began), "windows": len(rows),
+        "skipped": sum(1 for r in rows if r["verdict"] is None),
+        "not_ok": sum(1 for r in rows if r["verdict"] not in (None, "ok")),
+        "statuses": statuses,
+        "verdict_after_grace_s": {
+            "p50": statistics.median(late) if late else None,
+            "p95": percentile(late, 95) if late else None,
+            "max": max(late) if late else None},
+        "records_per_window": {"least": min((r["records"] for r in rows if r.get("records")),
+                                            default=None),
+                               "most": max((r["records"] for r in rows if r.get("records")),
+                                           default=None)},
+        "rows": rows}
+
+
+def fleet(a: argparse.Namespace) -> dict[str, Any]:
+    work: Path = a.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    window = timedelta(minutes=a.window_minutes)
+    names = [f"fleet{k:02d}" for k in range(a.flows)]
+    pg = PostgresServer(work / "pg").start()
+    kafka = KafkaCluster(work / "kafka", size=1, heap="1g").start()
+    mail = MailCatcher(work / "mail").start()
+    connect = SparkConnect(work / "connect", master=a.master)
+    pipelines = {n: LivePipeline(work / "pipelines" / n, kafka.bootstrap, topic=f"{n}_orders",
+                                 group=f"{n}-loader", rate=r)
+                 for n, r in zip(names, rates(a.flows, window, a.least, a.most), strict=True)}
+    config = work / "flows.yaml"
+    config.write_text(flows_yaml(pipelines, window))
+    servers = AirflowServers(work / "airflow", airflow_env(
+        work / "airflow", smtp_port=mail.port, extra={
+            "KAFKA_RECON_CONFIG": str(config), "KAFKA_RECON_OUT": str(work / "runs")}),
+        database_url=pg.create_database("airflow_fleet"))
+    # a fleet's Airflow runs more than four task processes at once: every flow's run has its
+    # own tasks, and most of them wait on the warm server or Kafka, not on a core
+    servers.env["AIRFLOW__CORE__PARALLELISM"] = str(a.parallelism)
+    began = datetime.now(UTC)
+    try:
+        connect.start()
+        servers.env["KAFKA_RECON_SPARK_REMOTE"] = connect.url
+        servers.start()
+        now = datetime.now(UTC)
+        first = floor_to(now, window) - window  # the window each DAG runs first on unpausing
+        for p in pipelines.values():
+            # that window gets rows as if the pipeline had run through it
+            p.start(prefill=(first, first + window, int(p.rate * window.total_seconds())))
+        for n in names:
+            servers.unpause(f"recon__{n}")
+        began = datetime.now(UTC)
+        ends = began + timedelta(minutes=a.minutes)
+        print(f"fleet of {a.flows} flows from {iso_z(began)} to {iso_z(ends)}; work in {work}",
+              flush=True)
+        while datetime.now(UTC) < ends:
+            time.sleep(30)
+            done = verdicts(work / "runs", names, window, began, datetime.now(UTC))
+            late = [r["after_closing_s"] for r in done if r["after_closing_s"] is not None]
+            print(f"{iso_z(datetime.now(UTC))}: {len(late)} of {len(done)} closed windows "
+                  f"have a verdict; slowest {max(late, default=0):.0f} s after closing",
+                  flush=True)
+        # the windows that closed in the measured minutes get as long as the target allows
+        # and more to be written; one not written by then is skipped
+        settle = datetime.now(UTC) + timedelta(seconds=a.settle)
+        while datetime.now(UTC) < settle:
+            rows = verdicts(work / "runs", names, window, began, ends)
+            if all(r["verdict"] is not None for r in rows):
+                break
+            time.sleep(10)
+    finally:
+        servers.stop()
+        for p in pipelines.values():
+            p.stop()
+        connect.stop()
+        mail.stop()
+        kafka.stop()
+        pg.stop()
+    return summary(verdicts(work / "runs", names, window, began, ends), a.flows, window,
+                   a.minutes, began)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="make bench-fleet", description=__doc__.splitlines()[0])
+    p.add_argument("--flows", type=int, default=20)
+    p.add_argument("--window-minutes", type=float, default=5)
+    p.add_argument("--minutes", type=float, default=30, help="how long windows are measured")
+    p.add_argument("--least", type=int, default=10_000, help="records in a window, least")
+    p.add_argument("--most", type=int, default=100_000, help="records in a window, most")
+    p.add_argument("--parallelism", type=int, default=16, help="Airflow's [core] parallelism")
+    p.add_argument("--master", default="local[2]", help="the Spark Connect server's master")
+    p.add_argument("--settle", type=float, default=600,
+                   help="seconds after the measured minutes for their last verdicts")
+    p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out" / "fleet")
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "fleet.json")
+    a = p.parse_args(argv)
+    doc = fleet(a)
+    a.out.write_text(json.dumps(doc, indent=2) + "\n")
+    s = doc["verdict_after_grace_s"]
+    print(json.dumps({k: v for k, v in doc.items() if k != "rows"}, indent=2))
+    print(f"p95 {s['p95']} s after closing; {doc['skipped']} skipped; {doc['not_ok']} not ok; "
+          f"{a.out}")
+    return 0 if doc["skipped"] == 0 and doc["not_ok"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""bench/fleet.py: the fleet's flows, and each window's verdict time measured from its closing."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bench import fleet
+from harness.live import LivePipeline
+from kafka_recon.config import load_flows
+
+pytestmark = pytest.mark.unit
+
+WINDOW = timedelta(minutes=5)
+CLOSING = fleet.GRACE + fleet.DISORDER
+
+
+def test_the_flows_rates_spread_their_windows_from_the_least_to_the_most_records() -> None:
+    got = [r * WINDOW.total_seconds() for r in fleet.rates(4, WINDOW, 10_000, 100_000)]
+    assert got == pytest.approx([10_000, 40_000, 70_000, 100_000])
+
+
+def test_every_flow_of_the_fleet_is_in_one_valid_flow_config(tmp_path: Path) -> None:
+    pipes = {f"fleet{k:02d}": LivePipeline(tmp_path / str(k), "127.0.0.1:9", topic=f"t{k}")
+             for k in range(3)}
+    config = tmp_path / "flows.yaml"
+    config.write_text(fleet.flows_yaml(pipes, WINDOW))
+    flows = load_flows(config)
+    assert sorted(flows) == ["fleet00", "fleet01", "fleet02"]
+    assert {f.window for f in flows.values()} == {WINDOW}
+    assert [flows[n].topic_tier.topic for n in sorted(flows)] == ["t0", "t1", "t2"]
+
+
+def _result(root: Path, flow: str, end: datetime, status: str, written: datetime) -> None:
+    start = end - WINDOW
+    folder = root / flow / f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}"
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(
+        {"status": status, "reasons": [], "tiers": [{"count": 12}]}))
+    os.utime(folder / "result.json", (written.timestamp(), written.timestamp()))
+
+
+def test_each_closed_window_is_timed_from_its_closing_and_one_without_a_verdict_is_skipped(
+        tmp_path: Path) -> None:
+    t0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    # the windows ending 12:00, 12:05 and 12:10 close (40 s later) inside [12:00, 12:14];
+    # 12:20's closes after
+    _result(tmp_path, "a", t0 + WINDOW, "ok", t0 + WINDOW + CLOSING + timedelta(seconds=30))
+    _result(tmp_path, "a", t0 + 2 * WINDOW, "findings", t0 + 2 * WINDOW + CLOSING
+            + timedelta(seconds=95))
+    _result(tmp_path, "a", t0 + 4 * WINDOW, "ok", t0 + 4 * WINDOW + CLOSING)
+    rows = fleet.verdicts(tmp_path, ["a"], WINDOW, t0, t0 + timedelta(minutes=14))
+    assert [(r["window"], r["verdict"], r["after_closing_s"]) for r in rows] == [
+        ("2026-11-27T11:55:00Z", None, None), ("2026-11-27T12:00:00Z", "ok", 30.0),
+        ("2026-11-27T12:05:00Z", "findings", 95.0)]
+    s = fleet.summary(rows, 1, WINDOW, 14, t0)
+    assert (s["windows"], s["skipped"], s["not_ok"]) == (3, 1, 1)
+    assert s["verdict_after_grace_s"] == {"p50": 62.5, "p95": 95.0, "max": 95.0}
+
+
+def test_the_95th_percentile_is_a_measured_value_by_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert fleet.percentile(values, 95) == 95.0
+    assert fleet.percentile([3.0], 95) == 3.0
+    assert fleet.percentile([1.0, 2.0], 95) == 2.0
