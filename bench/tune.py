@@ -71,6 +71,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no_class_archive": {"env": {"KAFKA_RECON_CLASS_ARCHIVE": ""}},
     # the first replay counts its distinct ids itself, a grouping of the window by id of its
     # own, as before 2026-11-27 (since, the reconcile's one comparison counts them)
+    # a profile, not a setting: Spark's event log of each run (its jobs' and stages' times)
+    "eventlog": {"spark": {"spark.eventLog.enabled": "true",
+                           "spark.eventLog.dir": "file:///tmp/kafka-recon-eventlog"}},
     "replay_distinct": {"consts": {"kafka_recon.orchestrate.REPLAY_COUNTS_DISTINCT": True}},
 }
 
