@@ -72,26 +72,34 @@ def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
             .drop("island"))
 
 
-def upstream_runs(marked: DataFrame, records: DataFrame) -> DataFrame:
+def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False) -> DataFrame:
     """Where the marked ids sit among an upstream tier's records in the order they were made
     (event time, then id), as runs: (first_id, last_id, records, first_time, last_time), a run
     being consecutive records all marked. Lost batches make long runs; records rejected one
-    by one (too large, unserializable) make isolated singles."""
-    firsts = records.groupBy("id").agg(F.min("event_time").alias("event_time"))
-    # ranked in two levels, so that no single task sorts the whole window: within each minute
-    # of event time, plus the records of the minutes before (a row per minute)
-    minute = F.date_trunc("minute", F.col("event_time"))
-    local = firsts.withColumn("minute", minute).withColumn(
+    by one (too large, unserializable) make isolated singles.
+
+    `unique`: the tier holds each id once (its tally's records equal its distinct ids), so its
+    records are already each id's first event and need no grouping by id."""
+    hit = marked.select("id").distinct()
+    firsts = records.select("id", "event_time") if unique else \
+        records.groupBy("id").agg(F.min("event_time").alias("event_time"))
+    # a record's rank in two levels, so that no single task sorts the whole window: the
+    # records of the minutes before its own (a row per minute), plus its place within its
+    # minute. Only the minutes holding a marked record are sorted: the others' ranks are
+    # never read, and a loss of a few batches touches few minutes of a day
+    firsts = firsts.withColumn("minute", F.date_trunc("minute", F.col("event_time")))
+    minutes = firsts.join(hit, "id", "left_semi").select("minute").distinct()
+    local = firsts.join(F.broadcast(minutes), "minute", "left_semi").withColumn(
         "local", F.row_number().over(W.partitionBy("minute").orderBy("event_time", "id")))
-    before = (firsts.groupBy(minute.alias("minute")).agg(F.count(F.lit(1)).alias("n"))
+    before = (firsts.groupBy("minute").agg(F.count(F.lit(1)).alias("n"))
               .select("minute", F.coalesce(F.sum("n").over(
                   W.orderBy("minute").rowsBetween(W.unboundedPreceding, -1)), F.lit(0))
                   .alias("before")))
     ranked = local.join(F.broadcast(before), "minute").select(
         "id", "event_time", (F.col("before") + F.col("local")).alias("rank"))
-    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
+    hit_ranked = ranked.join(hit, "id", "left_semi")
     island = F.col("rank") - F.row_number().over(W.orderBy("rank"))
-    return (hit.withColumn("island", island).groupBy("island")
+    return (hit_ranked.withColumn("island", island).groupBy("island")
             .agg(F.min_by("id", "rank").alias("first_id"), F.max_by("id", "rank").alias("last_id"),
                  F.count(F.lit(1)).alias("records"), F.min("event_time").alias("first_time"),
                  F.max("event_time").alias("last_time"))
@@ -203,21 +211,22 @@ def _iso(t: datetime | None) -> str | None:
 
 def evidence_tables(hop: HopTally, a: Point, b: Point, found: dict[str, DataFrame],
                     ranked_a: Callable[[], DataFrame], ranked_b: Callable[[], DataFrame],
-                    upstream: DataFrame) -> dict[str, DataFrame]:
+                    upstream: DataFrame, unique: bool = False) -> dict[str, DataFrame]:
     """The evidence of a cause, for a hop with findings (kafka_recon.result.causes reads it):
     out of a topic, where the lost and re-delivered records sit in it; into a topic, the lost
     records' shape in the upstream's own order (the upstream's ranks, when it is a topic
     too), and where the copies of a duplicate sit in the topic and under which timestamps.
     `ranked_a` and `ranked_b` give each end's records ranked per partition, when it is a topic
     (ranked once for every hop that needs them). Returns the evidence tables to summarise
-    under the hop's keys (`summaries`, every hop's in one job)."""
+    under the hop's keys (`summaries`, every hop's in one job). `unique`: the upstream holds
+    each id once (`upstream_runs`)."""
     runs: dict[str, DataFrame] = {}
     if isinstance(b.tier, KafkaTier):
         if hop.missing:
             if isinstance(a.tier, KafkaTier):  # from a topic: where the lost records sat
                 runs["missing_runs"] = runs_of(found["missing"], ranked_a())
             else:
-                runs["missing_shape"] = upstream_runs(found["missing"], upstream)
+                runs["missing_shape"] = upstream_runs(found["missing"], upstream, unique)
         if hop.duplicate:
             runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_b())
             runs["duplicate_stamps"] = copies_of(found["duplicate"], ranked_b())

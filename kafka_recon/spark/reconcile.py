@@ -278,7 +278,8 @@ def hop_tallies(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts,
         hops.append(hop)
         tables.update({(i, key): df for key, df in evidence_tables(
             hop, a, b, found, ranked(ids.slot[i]), ranked(ids.slot[i + 1]),
-            ids.records[ids.slot[i]]).items()})
+            ids.records[ids.slot[i]],
+            unique=tiers[i].count == tiers[i].distinct).items()})
     for (at, key), summary in summaries(tables).items():
         setattr(hops[at], key, summary)
     return hops

@@ -112,6 +112,26 @@ def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
     assert s["largest"][0]["records"] == 4
 
 
+def test_upstream_runs_rank_by_each_ids_first_event_and_sort_only_the_marked_minutes(
+        spark: SparkSession) -> None:
+    # many records in minutes nobody lost from come before and between: they count in the
+    # ranks (a run stops at any record that was not lost) though their minutes are not sorted
+    rows = [(f"a{k}", at(0.5)) for k in range(50)] + [("1", at(1)), ("2", at(2))] \
+        + [(f"b{k}", at(2.5)) for k in range(30)] + [("3", at(3.2)), ("4", at(3.6))]
+    up = rd.window_records(table(spark, rows), START, END, HOUR)
+    marked = table(spark, [("1", None), ("2", None), ("3", None), ("4", None)])
+    for unique in (False, True):
+        got = sorted((r["first_id"], r["last_id"], r["records"])
+                     for r in ev.upstream_runs(marked, up, unique).collect())
+        assert got == [("1", "2", 2), ("3", "4", 2)], unique
+    # an id made twice: its first event places it, unless told each id is made once
+    twice = rd.window_records(table(spark, [("1", at(1)), ("2", at(2)), ("3", at(3)),
+                                            ("1", at(5)), ("9", at(6))]), START, END, HOUR)
+    lost = table(spark, [("1", None), ("2", None)])
+    assert sorted((r["first_id"], r["last_id"], r["records"])
+                  for r in ev.upstream_runs(lost, twice).collect()) == [("1", "2", 2)]
+
+
 def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession) -> None:
     rows = [("1", at(1), 0, 0, at(1.5)), ("1", at(1), 0, 5, at(1.5)),   # resent: same stamp
             ("2", at(2), 0, 1, at(2.5)), ("2", at(2), 0, 9, at(7)),     # sent anew
