@@ -104,7 +104,7 @@ def summary(rows: list[dict[str, Any]], flows: int, window: timedelta, minutes: 
         "not_ok": sum(1 for r in rows if r["verdict"] not in (None, "ok")),
         "statuses": statuses,
         "verdict_after_grace_s": {
-            "p50": statistics.median(late) if late else None,
+            "p50": round(statistics.median(late), 1) if late else None,
             "p95": percentile(late, 95) if late else None,
             "max": max(late) if late else None},
         "records_per_window": {"least": min((r["records"] for r in rows if r.get("records")),

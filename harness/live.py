@@ -132,11 +132,14 @@ class LivePipeline:
         # at most five inserts a second: a faster rate writes its rows in batches, their times
         # spread over the moments since the last batch, as the application made them
         period = max(1 / self.rate, 0.2)
-        each = max(1, round(self.rate * period))
+        owed = 0.0  # rows due, fractions carried over: the rate holds over a window
         while not self._stop.wait(period):
-            now = datetime.now(UTC)
-            step = timedelta(seconds=period) / each
-            self._insert([now - step * (each - 1 - k) for k in range(each)])
+            owed += self.rate * period
+            each, owed = int(owed), owed - int(owed)
+            if each:
+                now = datetime.now(UTC)
+                step = timedelta(seconds=period) / each
+                self._insert([now - step * (each - 1 - k) for k in range(each)])
 
     # ------------------------------------------------------------------ faults' levers
     def _next_folder(self, role: str) -> Path:
