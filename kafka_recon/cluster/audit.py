@@ -45,7 +45,8 @@ class Facts:
     partitions: list[dict[str, Any]]          # id, leader, replicas, isr
     topic_config: dict[str, str] | None       # None: the principal may not read it
     broker_config: dict[str, str] | None      # from one live broker: cluster-wide defaults
-    groups: dict[str, dict[str, Any]]         # group -> lag, oldest_unconsumed_age_ms
+    groups: dict[str, dict[str, Any]]         # group -> lag, oldest_unconsumed_age_ms,
+    #                                           deleted_unread
     producer: dict[str, str] | None           # None: the flow declares no producer settings
     consumer: dict[str, str] | None
     skipped: list[str] = field(default_factory=list)  # ACLs the principal lacks: facts unread
@@ -188,12 +189,20 @@ def _retention(f: Facts) -> list[Hit]:
     retention = _int((f.topic_config or {}).get("retention.ms"), -1)
     if retention < 0:
         return []
-    return [Hit(f"retention.ms={retention}; oldest record group {g} has not consumed is "
-                f"{info['oldest_unconsumed_age_ms']} ms old",
-                f"retention.ms > {info['oldest_unconsumed_age_ms'] + RETENTION_MARGIN_MS}", g)
-            for g, info in sorted(f.groups.items())
-            if info.get("oldest_unconsumed_age_ms") is not None
-            and retention < info["oldest_unconsumed_age_ms"] + RETENTION_MARGIN_MS]
+    hits = []
+    for g, info in sorted(f.groups.items()):
+        oldest = info.get("oldest_unconsumed_age_ms")
+        if info.get("deleted_unread"):
+            # retention already deleted records the group had not read: its lag outran it
+            hits.append(Hit(f"retention.ms={retention}; retention deleted "
+                            f"{info['deleted_unread']} records group {g} had not consumed "
+                            "(its committed offsets are behind the log's start)",
+                            "retention.ms longer than the group's lag ever grows", g))
+        elif oldest is not None and retention < oldest + RETENTION_MARGIN_MS:
+            hits.append(Hit(f"retention.ms={retention}; oldest record group {g} has not "
+                            f"consumed is {oldest} ms old",
+                            f"retention.ms > {oldest + RETENTION_MARGIN_MS}", g))
+    return hits
 
 
 def _under_replicated(f: Facts) -> list[Hit]:
@@ -410,17 +419,20 @@ def _group_facts(tier: KafkaTier, ep: KafkaEndpoint, parts: list[int], now_ms: i
                                 "group.id": f"{GROUP_PREFIX}audit-{uuid.uuid4()}"})
     try:
         for group, offsets in committed.items():
-            lag, oldest = 0, None
+            lag, oldest, deleted = 0, None, 0
             for p, off in offsets.items():
                 low, high = consumer.get_watermark_offsets(TopicPartition(tier.topic, p),
                                                            timeout=TIMEOUT_S, cached=False)
                 start = low if off == NO_COMMIT else max(off, low)
+                if off != NO_COMMIT and off < low:
+                    deleted += low - off  # deleted before the group read them
                 lag += max(0, high - start)
                 if start < high:
                     ts = _first_timestamp(consumer, tier.topic, p, start)
                     if ts is not None:
                         oldest = max(oldest or 0, now_ms - ts)
-            groups[group] = {"lag": lag, "oldest_unconsumed_age_ms": oldest}
+            groups[group] = {"lag": lag, "oldest_unconsumed_age_ms": oldest,
+                             "deleted_unread": deleted}
     finally:
         consumer.close()
     return groups

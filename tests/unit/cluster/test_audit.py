@@ -101,6 +101,18 @@ def test_every_rule_has_a_case_above() -> None:
     assert sorted(r for r, _ in params) == sorted(rule.id for rule in RULES)
 
 
+def test_a_group_whose_unread_records_retention_already_deleted_is_named_by_the_retention_rule(
+        ) -> None:
+    # the broker's retention check ran before the audit: nothing unread is left to date, but
+    # the group's committed offsets lie behind the log's start
+    f = changed(groups={"loader": {"lag": 0, "oldest_unconsumed_age_ms": None,
+                                   "deleted_unread": 4}})
+    (hit,) = [x for x in evaluate(f) if x.rule == "R1-retention-vs-lag"]
+    assert hit.where == "loader" and "deleted 4 records" in hit.observed
+    assert "R1-retention-vs-lag" not in fired(changed(groups={"loader": {
+        "lag": 0, "oldest_unconsumed_age_ms": None, "deleted_unread": 0}}))
+
+
 def test_size_chain_names_each_hop_that_cannot_carry() -> None:
     f = changed(consumer={**SAFE.consumer, "max.partition.fetch.bytes": "1000"},  # type: ignore[dict-item]
                 broker_config={"message.max.bytes": "2000000",
