@@ -55,10 +55,6 @@ def flows_yaml(pipelines: dict[str, LivePipeline], window: timedelta) -> str:
     return "flows:\n" + "".join(parts)
 
 
-def _when(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def verdicts(runs_root: Path, flows: list[str], window: timedelta, since: datetime,
              until: datetime) -> list[dict[str, Any]]:
     """Every window of every flow whose closing time lies in [since, until]: its verdict and
