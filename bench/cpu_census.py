@@ -3,17 +3,17 @@ test`. `make test` spends about 60 CPU-minutes in 50 wall-minutes on 2 cores; to
 its 40-minute goal one must know which processes spend them (Kafka brokers, Spark drivers,
 Airflow's components, pytest workers, databases).
 
-Every `--every` seconds it reads the cumulative CPU of each process on the machine and keeps
-each process's last figure under its kind; a process that ends between two readings loses at
-most that interval's CPU. Processes that were running before the command started count only
-what they spent after, and every process on the machine counts: run nothing else meanwhile.
-Writes one JSON file: the command, its exit code, wall seconds, and CPU
-seconds per kind, largest first."""
+Every `--every` seconds it reads the cumulative CPU of each process the command started (at
+any depth; the census makes itself their reaper, so a server that daemonizes stays one of
+them) and keeps each process's last figure under its kind; a process that ends between two
+readings loses at most that interval's CPU. Writes one JSON file: the command, its exit code,
+wall seconds, and CPU seconds per kind, largest first."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -67,40 +67,47 @@ def _cpu(p: psutil.Process) -> tuple[float, str] | None:
         return None
 
 
+def _subreaper() -> None:
+    """Become the reaper of every orphan the command leaves (a server that daemonizes, as
+    pg_ctl's does), so that it stays a descendant and is counted."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
 def census(command: list[str], every: float, out: Path) -> int:
-    me = psutil.Process().pid
-    # a process seen before the command: only what it spends after counts
-    base: dict[tuple[int, float], float] = {}
-    for p in psutil.process_iter():
-        got = _cpu(p)
-        if got is not None:
-            base[(p.pid, p.create_time())] = got[0]
+    _subreaper()
+    me = psutil.Process()
     last: dict[tuple[int, float], tuple[float, str]] = {}
     done = threading.Event()
+    proc = subprocess.Popen(command)
 
     def sample() -> None:
         while not done.wait(every):
-            for p in psutil.process_iter():
-                if p.pid == me:
-                    continue
+            for p in me.children(recursive=True):
                 try:
                     key = (p.pid, p.create_time())
-                except psutil.Error:
+                    if p.pid != proc.pid and p.status() == psutil.STATUS_ZOMBIE:
+                        os.waitpid(p.pid, os.WNOHANG)  # an orphan that ended: ours to reap
+                        continue
+                except (psutil.Error, ChildProcessError):
                     continue
                 got = _cpu(p)
                 if got is not None:
-                    last[key] = (got[0] - base.get(key, 0.0), kind(got[1]))
+                    last[key] = got
 
     sampler = threading.Thread(target=sample, daemon=True)
     start = time.monotonic()
     sampler.start()
-    code = subprocess.call(command)
+    code = proc.wait()
     done.set()
     sampler.join()
     by_kind: dict[str, float] = {}
     count: dict[str, int] = {}
-    for cpu, k in last.values():
-        by_kind[k] = by_kind.get(k, 0.0) + max(cpu, 0.0)
+    for cpu, cmdline in last.values():
+        k = kind(cmdline)
+        by_kind[k] = by_kind.get(k, 0.0) + cpu
         count[k] = count.get(k, 0) + 1
     wall = time.monotonic() - start
     doc = {"schema_version": SCHEMA_VERSION, "command": command, "exit_code": code,
