@@ -28,7 +28,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import DAG, AssetAlias, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, get_parsing_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from kafka_recon.airflow.macros import MACROS
@@ -88,14 +88,27 @@ snapshots taken while the window runs. One task per flow.
 
 def flow_dags(config: Path | str | None = None) -> dict[str, DAG]:
     """Every kafka-recon DAG for the valid flows of `config` (default: the configured flow
-    config), by DAG id. A bad flow gets no DAG here: `refuse_bad_flows` names it."""
+    config), by DAG id. A bad flow gets no DAG here: `refuse_bad_flows` names it.
+
+    In a task's own process (Airflow's parsing context names the task's DAG) only that DAG is
+    built: every task parses this file before it runs, and with many flows building all their
+    DAGs made each task's start slower, past Airflow's import timeout on a loaded worker."""
     path = Path(config) if config is not None else config_path()
     flows = load_flows_partial(path)[0]
-    dags = {flow_dag_id(f.name): scheduled_dag(f, path) for f in flows.values()}
-    dags["recon_adhoc"] = adhoc_dag(sorted(flows), path)
+    running = get_parsing_context().dag_id
+
+    def wanted(dag_id: str) -> bool:
+        return running is None or running == dag_id
+
+    dags = {flow_dag_id(f.name): scheduled_dag(f, path) for f in flows.values()
+            if wanted(flow_dag_id(f.name))}
+    if wanted("recon_adhoc"):
+        dags["recon_adhoc"] = adhoc_dag(sorted(flows), path)
     if flows:  # a config that cannot be read is refuse_bad_flows' import error, not a DAG's
-        dags["recon_repair"] = repair_dag(sorted(flows), path)
-        dags["recon_snapshots"] = snapshots_dag(sorted(flows), path)
+        if wanted("recon_repair"):
+            dags["recon_repair"] = repair_dag(sorted(flows), path)
+        if wanted("recon_snapshots"):
+            dags["recon_snapshots"] = snapshots_dag(sorted(flows), path)
     return dags
 
 

@@ -20,9 +20,10 @@ HERE = Path(__file__).parent
 SNAPSHOT = HERE / "snapshots" / "spark_submit.json"
 
 
-def _probe(tmp: Path, config: Path) -> dict:
+def _probe(tmp: Path, config: Path, extra: dict[str, str] | None = None) -> dict:
     # a fresh interpreter, so sys.modules shows exactly what parsing the DAG folder imported
-    env = airflow_env(tmp, smtp_port=2525, extra={"KAFKA_RECON_CONFIG": str(config)})
+    env = airflow_env(tmp, smtp_port=2525,
+                      extra={"KAFKA_RECON_CONFIG": str(config), **(extra or {})})
     out = subprocess.run([sys.executable, str(HERE / "dag_probe.py"), str(REPO_ROOT / "dags")],
                          env=env, capture_output=True, text=True, check=True, timeout=300)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -212,6 +213,15 @@ def test_dag_files_do_not_import_heavy_modules_at_top_level() -> None:
                if line.startswith(("import ", "from "))]
         assert not [line for line in top if any(
             m in line for m in ("pyspark", "pandas", "great_expectations"))], path
+
+
+@pytest.mark.parametrize("dag_id", ["recon__orders", "recon_repair"])
+def test_a_tasks_own_process_builds_only_the_dag_it_runs(tmp_path: Path, dag_id: str) -> None:
+    # Airflow names the task's DAG in the parsing context of the process that runs it
+    bag = _probe(tmp_path, HERE.parent.parent / "data" / "flows.yaml",
+                 {"_AIRFLOW_PARSING_CONTEXT_DAG_ID": dag_id,
+                  "_AIRFLOW_PARSING_CONTEXT_TASK_ID": "begin"})
+    assert bag["errors"] == {} and sorted(bag["dags"]) == [dag_id]
 
 
 def test_one_bad_flow_keeps_the_other_dags_and_shows_as_an_import_error_naming_it(
