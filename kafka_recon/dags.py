@@ -211,9 +211,9 @@ def adhoc_dag(flows: list[str], config: Path) -> DAG:
 def repair_dag(flows: list[str], config: Path) -> DAG:
     from airflow.providers.standard.operators.hitl import ApprovalOperator
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-    from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
 
     from kafka_recon.airflow.operators.spark_submit import spark_job
+    from kafka_recon.airflow.sensors.wait_until import WaitUntilSensor
     from kafka_recon.settings import repair_wait
 
     with DAG(
@@ -243,7 +243,7 @@ def repair_dag(flows: list[str], config: Path) -> DAG:
         deliver = spark_job("repair_deliver", args, out_task="repair_folder", more=[
             "--plan", "{{ ti.xcom_pull(task_ids='repair_summary')['digest'] }}"])
         # the sink's consumer loads the repair topic meanwhile; no worker slot is held
-        settle = DateTimeSensorAsync(
+        settle = WaitUntilSensor(
             task_id="settle",
             target_time="{{ kafka_recon_settled_at(params.flow, " + json.dumps(str(config))
                         + ") }}")

@@ -49,10 +49,10 @@ def runs_in_flight(flow: Flow) -> int:
 
 def wait_for_closing(args: RunArgs) -> Any:
     """Waits for the window's closing time in the triggerer: no worker slot is held meanwhile;
-    a window closed long ago passes at once."""
-    from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
+    a window already closed passes at once."""
+    from kafka_recon.airflow.sensors.wait_until import WaitUntilSensor
 
-    return DateTimeSensorAsync(
+    return WaitUntilSensor(
         task_id="wait_for_closing",
         target_time=("{{ kafka_recon_closing_time(" + args.flow_expr + ", " + args.end_expr
                      + ", " + json.dumps(args.config) + ") }}"))

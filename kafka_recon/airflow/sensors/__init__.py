@@ -1,0 +1,1 @@
+"""kafka-recon's sensors."""
