@@ -182,6 +182,13 @@ bench: setup
 	rm -rf bench-out/before && git worktree prune && \
 		git worktree add --detach bench-out/before $(BENCH_BEFORE) && \
 		ln -sfn $(CURDIR)/.jars bench-out/before/.jars
+	# its jars as setup places ours, and its window reader compiled from its own source
+	mkdir -p bench-out/before/kafka_recon/jars
+	cp $(filter-out $(READER_JAR),$(wildcard kafka_recon/jars/*.jar)) bench-out/before/kafka_recon/jars/
+	rm -rf bench-out/reader-classes && cd bench-out/before && javac --release 17 -nowarn \
+	  -d ../reader-classes \
+	  -cp "$$($(CURDIR)/$(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*:kafka_recon/jars/*" \
+	  $$(find jvm/src/main/java -name '*.java') && jar cf $(READER_JAR) -C ../reader-classes .
 	# its bytecode compiled as setup compiles ours: the comparison is of the code, not of imports
 	$(PY) -m compileall -q bench-out/before/kafka_recon bench-out/before/spark_jobs
 	$(PY) -m bench.run $(BENCH_ARGS) --before bench-out/before
