@@ -59,6 +59,38 @@ def airflow(args: list[str], env: dict[str, str], log: Path,
                               stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
 
 
+# Airflow commands run one after the other in one interpreter: each `airflow` process spends
+# seconds importing Airflow (tens of seconds on a loaded machine) before doing anything
+_MANY = """
+import json, sys
+from airflow.configuration import write_default_airflow_configuration_if_needed
+from airflow.cli import cli_parser
+
+write_default_airflow_configuration_if_needed()
+parser = cli_parser.get_parser()
+for args in json.loads(sys.argv[1]):
+    print("$ airflow " + " ".join(args), flush=True)
+    try:
+        parsed = parser.parse_args(args)
+        parsed.func(parsed)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            print(f"airflow {args[0]} {args[1]} failed (exit {e.code})", flush=True)
+            raise
+"""
+
+
+def airflow_many(commands: list[list[str]], env: dict[str, str], log: Path,
+                 timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Several `airflow` command lines in one process (stopping at the first that fails), the
+    output appended to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        return subprocess.run([sys.executable, "-c", _MANY, json.dumps(commands)], env=env,
+                              stdout=out, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout, check=False)
+
+
 class AirflowStartError(ServiceError):
     pass
 
@@ -122,13 +154,10 @@ class AirflowServers(Service):
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "passwords.json").write_text(json.dumps({self.user: self.password}))
         log = self.home / "migrate.log"
-        done = airflow(["db", "migrate"], self.env, log, timeout=600)
+        done = airflow_many([["db", "migrate"], *self.setup], self.env, log, timeout=900)
         if done.returncode != 0:
-            raise AirflowStartError(f"airflow db migrate failed (exit {done.returncode}); "
-                                    f"see {log}")
-        for args in self.setup:
-            if airflow(args, self.env, log, timeout=300).returncode != 0:
-                raise AirflowStartError(f"airflow {args[0]} {args[1]} failed; see {log}")
+            raise AirflowStartError(f"airflow db migrate or a setup command failed (exit "
+                                    f"{done.returncode}); see {log}")
         for name in self.COMPONENTS:
             out = (self.home / f"{name}.log").open("ab")
             self.procs[name] = subprocess.Popen([str(VENV_BIN / "airflow"), name], env=self.env,

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from harness.services.airflow import airflow, airflow_env
+from harness.services.airflow import airflow, airflow_env, airflow_many
 from harness.services.kafka import KafkaCluster
 from harness.services.kafka_security import USERS, grant, reader_acls
 from harness.services.mariadb import MariaDBServer
@@ -103,8 +103,9 @@ def dag(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFac
         "kafka_prod": {"conn_type": "kafka",
                        "extra": json.dumps(kafka.security.sasl(kafka.sasl_bootstrap))}}))
     try:
-        for args in (["db", "migrate"], ["connections", "import", str(conns)]):
-            assert airflow(args, env, work / "setup.log").returncode == 0, work / "setup.log"
+        done = airflow_many([["db", "migrate"], ["connections", "import", str(conns)]], env,
+                            work / "setup.log")
+        assert done.returncode == 0, work / "setup.log"
         conns.unlink()
         window = f"{START:%Y-%m-%dT%H%M%SZ}_{END:%Y-%m-%dT%H%M%SZ}"
         yield DagRun(work, env, password, work / "mail", work / "runs" / "f" / window, scn, up,

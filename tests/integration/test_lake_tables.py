@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from harness import lake
-from harness.services.airflow import airflow, airflow_env
+from harness.services.airflow import airflow_env, airflow_many
 from harness.services.kafka import KafkaCluster
 from harness.services.mariadb import MariaDBServer
 from harness.services.ports import free_port
@@ -107,8 +107,9 @@ def lakes(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
             "conn_type": "mysql", "host": u.host, "port": u.port, "schema": u.database,
             "login": u.username, "password": u.password,
             "extra": json.dumps({"charset": "utf8mb4"})}}))
-        for args in (["db", "migrate"], ["connections", "import", str(conns)]):
-            assert airflow(args, env, work / "setup.log").returncode == 0, work / "setup.log"
+        done = airflow_many([["db", "migrate"], ["connections", "import", str(conns)]], env,
+                            work / "setup.log")
+        assert done.returncode == 0, work / "setup.log"
         conns.unlink()
         yield Lake(work, scn, env, warehouse, delta)
     finally:
