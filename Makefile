@@ -191,8 +191,9 @@ bench: setup
 	  $$(find jvm/src/main/java -name '*.java') && jar cf $(READER_JAR) -C ../reader-classes .
 	# its bytecode compiled as setup compiles ours: the comparison is of the code, not of imports
 	$(PY) -m compileall -q bench-out/before/kafka_recon bench-out/before/spark_jobs
-	$(PY) -m bench.run $(BENCH_ARGS) --before bench-out/before
-	$(PY) -m bench.report
+	# the page is written even when a size failed (it says so), and make fails after
+	$(PY) -m bench.run $(BENCH_ARGS) --before bench-out/before; status=$$?; \
+		$(PY) -m bench.report && exit $$status
 
 # a fleet: 20 flows on 5-minute windows under Airflow's live scheduler for 30 minutes, through
 # one warm Spark Connect server (about 45 minutes in all); writes bench/fleet.json, which

@@ -157,6 +157,10 @@ def targets(doc: dict[str, Any], fleet: dict[str, Any] | None = None
                 out.append((f"at {nb:g}M, {what} of the 10M run's",
                             f"{lo:.0f} MB -> {hi:.0f} MB ({hi / lo - 1:+.1%})",
                             abs(hi / lo - 1) <= limit))
+    elif failed := doc.get("failed"):
+        # a size whose run failed is a target missed, never one left unmeasured
+        out.append((f"at {failed['records'] / MILLION:g}M (once): cost per million, driver "
+                    "RSS, JVM peak", f"the run failed: {failed['error'][:160]}", False))
     else:
         out.append(("at 50M (once): cost per million, driver RSS, JVM peak",
                     "not run in this bench", None))

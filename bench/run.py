@@ -117,7 +117,12 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
     t.join()
     seconds = time.monotonic() - t0
     if proc.returncode not in ok:
-        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err[-3000:]}")
+        # the whole error output kept: its tail alone lost a driver's first error once
+        kept = REPO_ROOT / "bench-out" / f"failed-{datetime.now(UTC):%Y%m%dT%H%M%S}.log"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(f"$ {' '.join(cmd)}\n{err}")
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}; its whole error "
+                           f"output: {kept}): {err[-3000:]}")
     return {"seconds": seconds, "peak_rss_mb": {k: round(v / 1024, 1) for k, v in peak.items()},
             "cpu_seconds": round(sum(ticks.values()) / os.sysconf("SC_CLK_TCK"), 1),
             "stdout": out, "stderr": err[-2000:], "returncode": proc.returncode}
@@ -424,24 +429,33 @@ def main(argv: list[str] | None = None) -> int:
                 urls[label] = label
         masters = [(label, urls[label]) for label in labels]
         runs = []
+        failed = None
         for n in sizes:
             here = masters if n in other_sizes else masters[:1]
             small, once = n == sizes[0], n > SCALE  # beyond: checks the scaling once
             chosen = only if small else set((a.once_readers if once
                                              else a.scale_readers).split(","))
             repeats = a.repeats if small else 1 if once else a.scale_repeats or a.repeats
-            runs.append(bench(n, repeats, here,
-                              a.work, chosen | {"d"} if len(here) > 1 else chosen,
-                              a.before if "g" in chosen else None, a.other_repeats,
-                              servers))
-            if not a.keep:
-                shutil.rmtree(a.work / f"n{n}", ignore_errors=True)
+            try:
+                runs.append(bench(n, repeats, here,
+                                  a.work, chosen | {"d"} if len(here) > 1 else chosen,
+                                  a.before if "g" in chosen else None, a.other_repeats,
+                                  servers))
+            except RuntimeError as e:
+                # the sizes measured before are written all the same; the page says this one
+                # failed (bench.report), and the bench exits 1
+                failed = {"records": n, "error": " ".join(str(e).split())}
+                print(f"bench: {n} records: {e}", file=sys.stderr)
+                break
+            finally:
+                if not a.keep:
+                    shutil.rmtree(a.work / f"n{n}", ignore_errors=True)
     before = None
     if a.before:  # which code g ran: the worktree's commit
         before = subprocess.run(["git", "-C", str(a.before), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, check=False).stdout.strip()
     doc = {"sizes": runs, "repeats": a.repeats, "masters": labels, "replays": REPLAYS,
-           "before": before or None,
+           "before": before or None, "failed": failed,
            "machine": {"cores": os.cpu_count(), "memory_gb": round(
                os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
                "python": platform.python_version(),
@@ -454,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: the readers do not give the same answer at {wrong} records "
               "(see same_answer)", file=sys.stderr)
         return 1
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

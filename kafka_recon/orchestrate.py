@@ -320,8 +320,9 @@ def replay_and_reconcile(run: Run, spark: SparkSession, replays: int | None = No
         return result
     finally:
         clock.stop_counting()
-        for df in records.values():
-            df.unpersist()
+        from kafka_recon.spark.session import release
+
+        release(records.values())
 
 
 def conclude(run: Run) -> Result:

@@ -57,6 +57,7 @@ from kafka_recon.spark.read import (
     window_records,
 )
 from kafka_recon.spark.replay import arrived, counted
+from kafka_recon.spark.session import release
 from kafka_recon.spark.tally import (
     bucket_counts,
     record_marks,
@@ -128,8 +129,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, stag
                                                   folder))]
         return Aggregates(tiers=tiers, hops=hops, retention=retention)
     finally:
-        for df in ids.cached:
-            df.unpersist()
+        release(ids.cached)
 
 
 def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Replays,
@@ -161,8 +161,7 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 ids.raws.append(ids.keep(read_sql_tier(spark, tier, window)))
         ids.records = [window_records(r, window.start, window.end, bucket_s) for r in ids.raws]
     except BaseException:
-        for df in ids.cached:
-            df.unpersist()
+        release(ids.cached)
         raise
     return ids
 

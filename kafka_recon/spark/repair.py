@@ -50,6 +50,7 @@ from kafka_recon.spark.repair_topic import (
     repair_topic,
 )
 from kafka_recon.spark.replay import hash_sum
+from kafka_recon.spark.session import release
 from kafka_recon.window import Window, iso_z
 
 SAMPLE = 10
@@ -518,7 +519,7 @@ def deliver(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             txid = f"{txids}-{hop.hop.replace('->', '__')}"
             todo.foreachPartition(_publisher(ep.librdkafka(), target, txid, fixed))
         finally:
-            todo.unpersist()
+            release([todo])
         out.append(DeliveredHop(hop=hop.hop, target=target, sent=sent,
                                 already=hop.records - sent, ids_file=ids_file))
     delivery = RepairDelivery(plan_digest=plan.digest, delivered_at=iso_z(datetime.now(UTC)),

@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_recon.runfiles.replays import FirstRead, OffsetRange, ReplayRun, Replays, TopicReplays
-from kafka_recon.spark.session import apply_defaults
+from kafka_recon.spark.session import apply_defaults, release
 
 if TYPE_CHECKING:
     from kafka_recon.config import Drops, Flow, KafkaTier, RecordSpec
@@ -354,8 +354,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
             topics.append(doc)
             records[tier.name] = first
     except BaseException:
-        for df in records.values():
-            df.unpersist()
+        release(records.values())
         raise
     return Replays(topics=topics), records
 
@@ -456,7 +455,7 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
         repaired = repair[1].count() if repair else 0
     finally:
         if repair:
-            repair[1].unpersist()
+            release([repair[1]])
     out = TopicReplays(
         tier=tier.name,
         offsets=[OffsetRange.model_validate(r) for r in as_json(ranges)],

@@ -4,10 +4,12 @@ without importing Spark)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from kafka_recon.errors import SparkUnavailable, one_line
 from kafka_recon.settings import class_archive_path, shown_remote
@@ -122,3 +124,12 @@ def remote_session(url: str) -> SparkSession:
 def is_remote(spark: SparkSession) -> bool:
     """A Spark Connect session: no SparkContext on this side."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def release(frames: Iterable[DataFrame]) -> None:
+    """Each cached frame let go. A frame that cannot be (its Spark has stopped, as it does when
+    a job kills its driver) is left: releasing runs on the way out of a failed step too, and an
+    error here would be raised in place of the step's own, the one a run's reason must name."""
+    for df in frames:
+        with contextlib.suppress(Exception):  # the step's own error, if any, is the one raised
+            df.unpersist()

@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kafka_recon.spark.read import bucket_of, identifiable
+from kafka_recon.spark.session import release
 
 
 def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket_seconds: int,
@@ -79,7 +80,7 @@ def tally_keeping_findings(marked: DataFrame
         return tallied(reduce_union([marked.where(F.col("kind") == "present"),
                                       findings])), findings
     except BaseException:
-        findings.unpersist()
+        release([findings])
         raise
 
 

@@ -75,6 +75,15 @@ def test_what_a_run_did_not_measure_is_never_called_met() -> None:
     assert text.count("| not measured |") == 6
 
 
+def test_a_size_whose_run_failed_is_a_target_missed_with_the_error() -> None:
+    run = doc(size(1_000_000, d_kafka_recon=reader(30)),
+              size(10_000_000, d_kafka_recon=reader(120)))
+    run["failed"] = {"records": 50_000_000, "error": "kafka-recon run failed (2): the step"}
+    [row] = [t for t in report.targets(run) if t[0].startswith("at 50M")]
+    assert row == ("at 50M (once): cost per million, driver RSS, JVM peak",
+                   "the run failed: kafka-recon run failed (2): the step", False)
+
+
 def test_a_tune_table_gives_wall_and_cpu_ratios_to_base_when_cpu_was_measured() -> None:
     tune = {"variants": {"base": {"median_s": 60.0, "seconds": [60.0], "median_cpu_s": 100.0},
                          "other": {"median_s": 75.0, "seconds": [75.0], "median_cpu_s": 130.0}},

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -282,3 +283,24 @@ flows:
     assert op.submit_conf()["spark.driver.memory"] == "1g"
     run.folder.write(Stage(points=[StagedPoint(name="up", kind="ids", count=40_000)]))
     assert op.submit_conf()["spark.driver.memory"] == "768m"
+
+
+class _StoppedFrame:
+    """A cached frame whose Spark has stopped, as after a job that killed its driver."""
+
+    def unpersist(self) -> None:
+        raise RuntimeError("Cannot call methods on a stopped SparkContext")
+
+
+def test_releasing_frames_on_the_way_out_of_a_failed_step_never_hides_its_error(
+        spark: Any) -> None:
+    from kafka_recon.spark.session import release
+
+    kept = spark.range(3).cache()
+    kept.count()
+    with pytest.raises(ValueError, match="the step's own"):
+        try:
+            raise ValueError("the step's own error")
+        finally:
+            release([_StoppedFrame(), kept])  # type: ignore[list-item]
+    assert not kept.is_cached  # the frames after the one that could not be let go, were
