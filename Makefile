@@ -64,12 +64,15 @@ jars: .jars/.installed
 # own jars and the Kafka client Maven resolved, so it always matches the Spark that runs it
 READER_SRC := $(shell find jvm/src/main/java -name '*.java')
 READER_JAR := kafka_recon/jars/kafka-recon-reader.jar
+# the reader compiles against the installed PySpark's jars and the Kafka client (from any
+# folder: `make bench` compiles the code before's reader in its worktree too)
+READER_CLASSPATH = $$($(abspath $(PY)) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*:kafka_recon/jars/*
 reader: $(READER_JAR)
 $(READER_JAR): $(READER_SRC) .jars/.installed $(VENV)/.installed
 	@command -v javac >/dev/null || { echo "javac not found: install a JDK 17 (Debian: openjdk-17-jdk-headless)"; exit 2; }
 	rm -rf .jars/reader-classes $@
 	javac --release 17 -Xlint:all,-path,-serial -Werror -d .jars/reader-classes \
-	  -cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*:kafka_recon/jars/*" \
+	  -cp "$(READER_CLASSPATH)" \
 	  $(READER_SRC)
 	jar cf $@ -C .jars/reader-classes .
 	rm -rf .jars/reader-classes
@@ -187,7 +190,7 @@ bench: setup
 	cp $(filter-out $(READER_JAR),$(wildcard kafka_recon/jars/*.jar)) bench-out/before/kafka_recon/jars/
 	rm -rf bench-out/reader-classes && cd bench-out/before && javac --release 17 -nowarn \
 	  -d ../reader-classes \
-	  -cp "$$($(CURDIR)/$(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')/*:kafka_recon/jars/*" \
+	  -cp "$(READER_CLASSPATH)" \
 	  $$(find jvm/src/main/java -name '*.java') && jar cf $(READER_JAR) -C ../reader-classes .
 	# its bytecode compiled as setup compiles ours: the comparison is of the code, not of imports
 	$(PY) -m compileall -q bench-out/before/kafka_recon bench-out/before/spark_jobs
