@@ -310,6 +310,41 @@ def test_uuid_ids_in_postgresql_are_the_json_strings(kafka: KafkaCluster, postgr
     assert scn.texts(f["ids"]) == [str(ids[0])]
 
 
+def test_a_sql_tier_is_read_in_as_many_slices_as_its_staged_size_needs_each_record_once(
+        postgres: Any, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slice is one task of the reconcile's first stage: a tier staged larger is read in more
+    of them (slices of at most RECORDS_PER_SLICE, here made small), and the slices, with the
+    one for whatever they do not cover, still hold every record once."""
+    from datetime import timedelta
+
+    import sqlalchemy
+
+    from kafka_recon.config import SqlTier
+    from kafka_recon.sources.connections import resolve
+    from kafka_recon.spark import read as rd
+    from kafka_recon.window import Window
+
+    url = postgres.create_database("sliced_up")
+    rows = 1000
+    engine = sqlalchemy.create_engine(resolve(url))
+    with engine.begin() as c:
+        c.execute(sqlalchemy.text(
+            f"CREATE TABLE t AS SELECT g AS id, TIMESTAMP '{START:%Y-%m-%d %H:%M:%S}' "
+            f"+ g * INTERVAL '80 second' AS ts FROM generate_series(1, {rows}) g"))
+        c.execute(sqlalchemy.text("INSERT INTO t VALUES (0, NULL)"))  # in no time slice
+    engine.dispose()
+    tier = SqlTier(name="t", type="sql", conn=url,
+                   ids="SELECT id, ts AS event_time FROM t "
+                       "WHERE ts IS NULL OR (ts >= :start AND ts < :end)")
+    monkeypatch.setattr(rd, "RECORDS_PER_SLICE", 100)
+    window = Window(START, START + timedelta(days=1))
+    small = rd.read_sql_tier(spark, tier, window)
+    large = rd.read_sql_tier(spark, tier, window, rows + 1)
+    assert small.rdd.getNumPartitions() == rd.JDBC_SLICES + 1
+    assert large.rdd.getNumPartitions() == 11 + 1
+    assert large.count() == large.select("id").distinct().count() == rows + 1
+
+
 def test_a_postgresql_tier_arrives_through_a_cursor_in_batches_not_whole(
         postgres: Any, spark: Any) -> None:
     """PostgreSQL's driver holds a whole result in memory unless it fetches through a cursor:

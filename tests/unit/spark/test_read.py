@@ -28,3 +28,12 @@ def test_window_is_half_open(spark: SparkSession) -> None:
                                         ("end", END), ("before", START - timedelta(seconds=1))]),
                           START, END, HOUR)
     assert ids(df) == [("first",), ("last",)]
+
+
+def test_a_larger_sql_tier_is_read_in_more_slices_none_past_the_measured_size() -> None:
+    per = rd.RECORDS_PER_SLICE
+    assert rd.jdbc_slices(None) == rd.jdbc_slices(0) == rd.JDBC_SLICES
+    assert rd.jdbc_slices(2 * per) == rd.JDBC_SLICES  # the 10M window as measured: unchanged
+    assert rd.jdbc_slices(2 * per + 1) == 3
+    assert rd.jdbc_slices(10 * per) == 10  # 50M: ten slices of 5M, not two of 25M
+    assert rd.jdbc_slices(10**12) == rd.MAX_SLICES
