@@ -116,7 +116,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
     window = timedelta(minutes=a.window_minutes)
     names = [f"fleet{k:02d}" for k in range(a.flows)]
     pg = PostgresServer(work / "pg").start()
-    kafka = KafkaCluster(work / "kafka", size=1, heap="1g").start()
+    kafka = KafkaCluster(work / "kafka", size=1, heap="1g", lean=False).start()
     mail = MailCatcher(work / "mail").start()
     connect = SparkConnect(work / "connect", master=a.master)
     pipelines = {n: LivePipeline(work / "pipelines" / n, kafka.bootstrap, topic=f"{n}_orders",

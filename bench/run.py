@@ -277,7 +277,7 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
     work.mkdir(parents=True)
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start, end = today - timedelta(days=1), today
-    kafka = KafkaCluster(work / "kafka", size=1, heap="1g").start()
+    kafka = KafkaCluster(work / "kafka", size=1, heap="1g", lean=False).start()
     try:
         facts = fill(work, kafka.bootstrap, n, start)
         (work / "flows.yaml").write_text(FLOW.format(work=work, bootstrap=kafka.bootstrap,

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     a.work.mkdir(parents=True)
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start, end = today - timedelta(days=1), today
-    kafka = KafkaCluster(a.work / "kafka", heap="1g", security=Security(a.work / "certs")).start()
+    kafka = KafkaCluster(a.work / "kafka", heap="1g", security=Security(a.work / "certs"),
+                         lean=False).start()
     assert kafka.security is not None
     try:
         facts = fill(a.work, kafka.bootstrap, a.records, start)

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     a.work.mkdir(parents=True)
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start, end = today - timedelta(days=1), today
-    kafka = KafkaCluster(a.work / "kafka", size=1, heap="1g").start()
+    kafka = KafkaCluster(a.work / "kafka", size=1, heap="1g", lean=False).start()
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     try:
         facts = fill(a.work, kafka.bootstrap, a.records, start)

@@ -41,6 +41,11 @@ def test_single_node_round_trip_returns_every_record(kafka: KafkaCluster) -> Non
                 got.add((m.value() or b"").decode())
     consumer.close()
     assert got == sent
+    # a test broker is lean (harness.services.kafka): its group offsets in two partitions
+    meta = AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10)
+    assert len(meta.topics["__consumer_offsets"].partitions) == 2
+    assert "-XX:TieredStopAtLevel=1" in Path(f"/proc/{kafka.describe()['nodes'][0]['pid']}"
+                                             "/cmdline").read_text()
 
 
 def isr(admin: AdminClient, topic: str) -> list[int]:
