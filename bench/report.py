@@ -234,7 +234,7 @@ def tune_table(tune: dict[str, Any]) -> list[str]:
         cells = [name, str(v["median_s"]), ", ".join(map(str, v["seconds"])),
                  ratio(v, "median_s")]
         if cpu:
-            cells += [str(v["median_cpu_s"]), ratio(v, "median_cpu_s")]
+            cells += [str(round(v["median_cpu_s"], 2)), ratio(v, "median_cpu_s")]
         lines.append(f"| {' | '.join(cells)} | {tune['same_ids'].get(name)} |")
     return lines
 

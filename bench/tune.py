@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.run import FLOW, ID_FILES, REPLAYS, TOPIC, fill, measured
 from harness.services.kafka import KafkaCluster
-from kafka_recon.settings import REPO_ROOT
+from kafka_recon.settings import DEFAULT_JVM_OPTIONS, REPO_ROOT, SMALL_WINDOW_JVM_OPTIONS
 
 # what each variant changes: module constants (set before the run), and Spark settings
 MB = 1024 * 1024
@@ -46,6 +46,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # kafka-recon's own (kafka_recon.settings.DEFAULT_JVM_OPTIONS), "" the JVM's defaults
     "g1_default_jit": {"env": {"KAFKA_RECON_JVM_OPTIONS": ""}},
     "c1": {"env": {"KAFKA_RECON_JVM_OPTIONS": "-XX:TieredStopAtLevel=1"}},
+    # both tiers (kafka-recon's options above SMALL_JIT_WINDOW) or the first only (up to it),
+    # whatever the window's size
+    "c2_x3": {"env": {"KAFKA_RECON_JVM_OPTIONS": DEFAULT_JVM_OPTIONS}},
+    "c1_parallel": {"env": {"KAFKA_RECON_JVM_OPTIONS": SMALL_WINDOW_JVM_OPTIONS}},
     # when the JIT compiles: x10 waits ten times longer than the JVM's default thresholds
     "jit_x10": {"env": {"KAFKA_RECON_JVM_OPTIONS":
                         "-XX:+UseParallelGC -XX:CompileThresholdScaling=10"}},

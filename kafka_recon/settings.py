@@ -92,7 +92,7 @@ SETTINGS: tuple[Setting, ...] = (
             '2',
             "replays at once against one Kafka cluster (its Airflow pool's size)"),
     Setting('KAFKA_RECON_JVM_OPTIONS', '',
-            'see `DEFAULT_JVM_OPTIONS`',
+            'see `DEFAULT_JVM_OPTIONS`, `SMALL_WINDOW_JVM_OPTIONS`',
             "Spark's JVMs' options (empty: defaults)"),
     Setting('KAFKA_RECON_CLASS_ARCHIVE', '',
             '`<jars>/spark-classes.jsa`',
@@ -365,14 +365,21 @@ def replay_slots() -> int:
     return _setting_count("KAFKA_RECON_REPLAY_SLOTS", "replay_slots", 2, 1)
 
 
-# kafka_recon.spark.session says why these HotSpot options, measured by bench.tune
+# kafka_recon.spark.conf.spark_conf says why these HotSpot options, measured by bench.tune: for
+# a window of known size up to SMALL_JIT_WINDOW records the JIT's first tier only (a short run
+# pays to compile hot code a second time and rarely runs it long enough to gain), else both
 DEFAULT_JVM_OPTIONS = "-XX:+UseParallelGC -XX:CompileThresholdScaling=3"
+SMALL_WINDOW_JVM_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+SMALL_JIT_WINDOW = 500_000  # records: the largest size measured where the first tier won
 
 
-def jvm_options() -> str:
+def jvm_options(records: int | None = None) -> str:
     """The Spark JVMs' options beside the UTC time zone: `KAFKA_RECON_JVM_OPTIONS` (empty: the
-    JVM's own defaults), else kafka-recon's measured ones."""
-    raw = os.environ.get("KAFKA_RECON_JVM_OPTIONS", DEFAULT_JVM_OPTIONS).strip()
+    JVM's own defaults), else kafka-recon's measured ones for a window of `records` records
+    (None: not known)."""
+    own = SMALL_WINDOW_JVM_OPTIONS if records is not None and records <= SMALL_JIT_WINDOW \
+        else DEFAULT_JVM_OPTIONS
+    raw = os.environ.get("KAFKA_RECON_JVM_OPTIONS", own).strip()
     bad = [o for o in raw.split() if not o.startswith("-")]
     if bad:
         raise UsageError(f"KAFKA_RECON_JVM_OPTIONS={raw!r}: {bad[0]!r} is not a JVM option "

@@ -90,14 +90,18 @@ def spark_conf(given: dict[str, str] | None = None,
     and x3 was the fastest and leanest: 35.2 s and 59.5 CPU s at 1M against 39.3 s and 62.6
     at x10 and 36.4 s and 63.6 at the defaults (bench/tune-jit.json, and at 5M
     bench/tune-jit-5m.json; docs/performance.md, "The JVM's compiler, measured again"). The
-    throughput collector spent less than G1 (bench/tune-jvm.json).
+    throughput collector spent less than G1 (bench/tune-jvm.json). A window of known size up
+    to `settings.SMALL_JIT_WINDOW` records is too short for the compiler's second tier to pay:
+    with the first tier only a run took 0.70 x the time at 100k records (median 45.6 s against
+    65.5) and 0.87 x at 500k (82.5 against 95.2), 2026-11-27 (bench/tune-jit-100k.json and
+    bench/tune-jit-500k.json; docs/performance.md, "The JVM's compiler for small windows").
     """
     given = dict(given or {})
     cluster = cluster_defaults() if cluster is None else cluster
     out = {**given, "spark.sql.session.timeZone": "UTC"}
     for key in JAVA_OPTIONS:
         theirs = given.get(key, cluster.get(key))
-        base = (theirs if theirs is not None else jvm_options()).strip()
+        base = (theirs if theirs is not None else jvm_options(records)).strip()
         out[key] = base if UTC_JVM in base.split() else f"{UTC_JVM} {base}".strip()
     for key, value in STARTUP_DEFAULTS.items():
         if key not in given and key not in cluster:

@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from kafka_recon.errors import UsageError
-from kafka_recon.settings import DEFAULT_JVM_OPTIONS, class_archive_path
+from kafka_recon.settings import (
+    DEFAULT_JVM_OPTIONS,
+    SMALL_JIT_WINDOW,
+    SMALL_WINDOW_JVM_OPTIONS,
+    class_archive_path,
+    jvm_options,
+)
 from kafka_recon.spark.conf import archive_options, driver_conf, spark_conf
 
 pytestmark = pytest.mark.unit
@@ -229,9 +235,27 @@ def test_a_runs_driver_heap_is_fixed_and_chosen_by_its_windows_size(
     conf = spark_conf(records=records)
     assert conf["spark.driver.memory"] == heap
     # where the heap starts, as large as it may grow: the collector never resizes it
-    assert conf["spark.driver.extraJavaOptions"] == \
-        f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS} -Xms{heap}"
-    assert conf["spark.executor.extraJavaOptions"] == f"-Duser.timezone=UTC {DEFAULT_JVM_OPTIONS}"
+    own = jvm_options(records)  # which: the test below
+    assert conf["spark.driver.extraJavaOptions"] == f"-Duser.timezone=UTC {own} -Xms{heap}"
+    assert conf["spark.executor.extraJavaOptions"] == f"-Duser.timezone=UTC {own}"
+
+
+@pytest.mark.parametrize(("records", "options"), [
+    (None, DEFAULT_JVM_OPTIONS), (0, SMALL_WINDOW_JVM_OPTIONS),
+    (SMALL_JIT_WINDOW, SMALL_WINDOW_JVM_OPTIONS), (SMALL_JIT_WINDOW + 1, DEFAULT_JVM_OPTIONS),
+    (50_000_000, DEFAULT_JVM_OPTIONS)])
+def test_a_small_windows_jvms_compile_with_the_jits_first_tier_only_unless_someone_chose(
+        monkeypatch: pytest.MonkeyPatch, records: int | None, options: str) -> None:
+    monkeypatch.delenv("KAFKA_RECON_JVM_OPTIONS", raising=False)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    conf = spark_conf(records=records)
+    assert conf["spark.executor.extraJavaOptions"] == f"-Duser.timezone=UTC {options}"
+    assert ("-XX:TieredStopAtLevel=1" in options) == (records is not None
+                                                       and records <= SMALL_JIT_WINDOW)
+    monkeypatch.setenv("KAFKA_RECON_JVM_OPTIONS", "-XX:+UseG1GC")  # theirs, whatever the size
+    assert spark_conf(records=records)["spark.executor.extraJavaOptions"] == \
+        "-Duser.timezone=UTC -XX:+UseG1GC"
 
 
 def test_a_driver_heap_someone_chose_is_left_alone(monkeypatch: pytest.MonkeyPatch,
