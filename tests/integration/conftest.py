@@ -44,7 +44,8 @@ def spark() -> Iterator[object]:
     # Python workers (a repair's delivery publishes from them) run this environment's Python,
     # as a deployment's PYSPARK_PYTHON says
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    s = session("kafka-recon integration", master="local[2]", jars=spark_jars())
+    # the tests' windows are small: the session a small window gets (its heap, its JIT)
+    s = session("kafka-recon integration", master="local[2]", jars=spark_jars(), records=1000)
     s.sparkContext.setLogLevel("WARN")
     yield s
     s.stop()

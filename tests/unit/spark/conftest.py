@@ -22,6 +22,7 @@ def spark() -> Iterator[SparkSession]:
     # Python workers (a UDF) run this environment's Python, as a deployment's PYSPARK_PYTHON
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # the package's own jars (spark-avro: Avro values are read by from_avro)
-    s = session("kafka-recon unit", master="local[1]", jars=spark_jars())
+    # the tests' windows are small: the session a small window gets (its heap, its JIT)
+    s = session("kafka-recon unit", master="local[1]", jars=spark_jars(), records=1000)
     yield s
     s.stop()
