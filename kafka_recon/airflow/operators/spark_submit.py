@@ -96,8 +96,22 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         if remote:
             self._through_server(context, remote)
             return
+        self._hold_window(context)
         self._class_archive()
         super().execute(context)
+
+    def _hold_window(self, context: Any) -> None:
+        """Go on only while this DAG run holds its window, and renew its lease from this task's
+        start: the job renews it too, but only once spark-submit has started its driver, which
+        on a loaded worker took longer than a short lease (another run then took the window)."""
+        from kafka_recon import orchestrate
+
+        given = self._given()
+        if not {"--start", "--end", "--config", "--out"} <= given.keys():
+            return
+        run, owner = self._run(given), run_owner(context)
+        orchestrate.check_owner(run, owner)
+        orchestrate.lease(run).keep_alive(owner)
 
     def submit_conf(self, flow: Flow | None = None) -> dict[str, str]:
         """spark-submit's settings (`kafka_recon.spark.conf.spark_conf`): the flow's `spark:`

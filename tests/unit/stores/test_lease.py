@@ -107,3 +107,32 @@ def test_a_store_that_does_not_answer_is_one_line_naming_it(
     with pytest.raises(StoreUnreachable, match=r"^kafka-recon's store \(sqlite file .*not-a-db\) "
                                                r"did not answer: "):
         orchestrate.begin(run, "a/1")
+
+
+def _spark_step(run: orchestrate.Run) -> object:
+    from kafka_recon.airflow.operators.spark_submit import ReconSparkSubmitOperator
+
+    args = ["--config", str(FLOWS), "--flow", "demo", "--start", START, "--end", END,
+            "--out", str(run.folder.path)]
+    return ReconSparkSubmitOperator(task_id="replay_reconcile", step="replay_reconcile",
+                                    flow="demo", config=str(FLOWS), application_args=args)
+
+
+def test_the_spark_step_renews_the_lease_from_its_tasks_start_and_stops_if_it_was_taken(
+        run: orchestrate.Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between the task's start and the job's first renewal lies spark-submit's start: held
+    by the task meanwhile, or the step never submits once another run took the window."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("KAFKA_RECON_LEASE_SECONDS", "10")
+    context = {"dag": SimpleNamespace(dag_id="recon__demo"), "run_id": "scheduled__1"}
+    orchestrate.begin(run, "recon__demo/scheduled__1")
+    lease = orchestrate.lease(run)
+    before = lease.holder().expires
+    _spark_step(run)._hold_window(context)  # type: ignore[attr-defined]
+    time.sleep(2.5)
+    assert lease.holder().expires > before + 1
+    orchestrate.finish(run, "recon__demo/scheduled__1")
+    orchestrate.begin(run, "recon_adhoc/manual__2")
+    with pytest.raises(RunInProgress, match="took it after this one"):
+        _spark_step(run)._hold_window(context)  # type: ignore[attr-defined]
