@@ -44,7 +44,8 @@ BUCKET = "recon-runs"
 DAILY, ADHOC = "recon__f", "recon_adhoc"
 # a dead host's window is free again this soon. Between a run's tasks nothing renews the lease
 # (each task renews it while it runs), so it must outlast the wait of the next task in Celery's
-# queue: 10 s (the least allowed) did not on a loaded CI host, and the ad-hoc run took the window
+# queue: 10 s (the least allowed) did not on a loaded CI host (with the Spark step renewing it
+# only once its driver ran), and the ad-hoc run took the window
 LEASE_SECONDS = 30
 
 
