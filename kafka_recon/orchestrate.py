@@ -555,13 +555,17 @@ def _execute(run: Run, spark: SparkSession | Callable[[], SparkSession], replays
     return result
 
 
+# the steps of the repair DAG, whose run holds no window: each step holds it for itself
+REPAIR_STEPS = ("repair_plan", "repair_deliver")
+
+
 def spark_step(step: str, run: Run, replays: int | None = None, owner: str | None = None,
                remote: str | None = None, plan: str | None = None) -> str:
     """One Spark step under spark-submit (`kafka_recon/jobs/*.py`): the session spark-submit
     configured (or, with `remote`, a Spark Connect server's), the step, a one-line summary
     for the task's log. A repair step holds the window itself, for its own duration: the
     repair DAG claims no window while it waits for an owner's approval."""
-    if step in ("repair_plan", "repair_deliver"):
+    if step in REPAIR_STEPS:
         return _repair_step(step, run, remote, plan)
     with held(run, owner):
         return _spark_step(step, run, replays, remote)

@@ -94,15 +94,17 @@ class KafkaCluster(Service):
         heap: str = "512m",
         security: Security | None = None,
         host: str = HOST,
-        lean: bool = True,
+        lean: bool | None = None,
     ) -> None:
         """`host`: the address every listener binds and advertises (loopback; a lab's bridge
         address for hosts in network namespaces, harness.services.lab). `lean`: a broker for
         small data (tests, the demo): the JIT's first tier only and internal topics of two
         partitions, not fifty. Measured on one idle broker (2026-11-27): 4.4 s of CPU to start
         against 6.6-8.0, 0.7 s to create the first consumer group against 2.1, 1.9 s a minute
-        idle against 3.5; `make test` starts about twenty. The bench turns it off: its brokers
-        serve millions of records, where the compiler's second tier pays."""
+        idle against 3.5; `make test` starts about twenty. By default only a single broker is:
+        a three-broker cluster is there for its faults, and with lean brokers a drill's consumer
+        group waited out its 180 s for an assignment after a leader was killed. The bench turns
+        it off: its brokers serve millions of records, where the compiler's second tier pays."""
         if size not in (1, 3):
             raise ValueError(f"cluster size must be 1 or 3, got {size}")
         if ports is not None and len(ports) != size:
@@ -112,7 +114,7 @@ class KafkaCluster(Service):
         self._ports = ports
         self._broker_config = dict(broker_config or {})
         self.heap = heap
-        self.lean = lean
+        self.lean = size == 1 if lean is None else lean
         self.host = host
         self.state: ClusterState | None = self._load_state()
         self.security = security or (Security(Path(self.state.security_dir))

@@ -103,11 +103,14 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
     def _hold_window(self, context: Any) -> None:
         """Go on only while this DAG run holds its window, and renew its lease from this task's
         start: the job renews it too, but only once spark-submit has started its driver, which
-        on a loaded worker took longer than a short lease (another run then took the window)."""
+        on a loaded worker took longer than a short lease (another run then took the window).
+        A repair step's run holds no window: its job holds it for itself, as a command line
+        run does."""
         from kafka_recon import orchestrate
 
         given = self._given()
-        if not {"--start", "--end", "--config", "--out"} <= given.keys():
+        if self.step in orchestrate.REPAIR_STEPS or \
+                not {"--start", "--end", "--config", "--out"} <= given.keys():
             return
         run, owner = self._run(given), run_owner(context)
         orchestrate.check_owner(run, owner)

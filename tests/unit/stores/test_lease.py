@@ -136,3 +136,19 @@ def test_the_spark_step_renews_the_lease_from_its_tasks_start_and_stops_if_it_wa
     orchestrate.begin(run, "recon_adhoc/manual__2")
     with pytest.raises(RunInProgress, match="took it after this one"):
         _spark_step(run)._hold_window(context)  # type: ignore[attr-defined]
+
+
+def test_a_repair_steps_task_leaves_the_window_to_its_job(run: orchestrate.Run) -> None:
+    """The repair DAG's run holds no window (it may wait days for an approval): its Spark job
+    holds the window for itself, as a command line run does, so its task claims nothing."""
+    from types import SimpleNamespace
+
+    from kafka_recon.airflow.operators.spark_submit import ReconSparkSubmitOperator
+
+    args = ["--config", str(FLOWS), "--flow", "demo", "--start", START, "--end", END,
+            "--out", str(run.folder.path)]
+    for step in orchestrate.REPAIR_STEPS:
+        op = ReconSparkSubmitOperator(task_id=step, step=step, flow="demo", config=str(FLOWS),
+                                      application_args=args)
+        op._hold_window({"dag": SimpleNamespace(dag_id="recon_repair"), "run_id": "manual__1"})
+        assert orchestrate.lease(run).holder() is None
