@@ -21,8 +21,14 @@ def held_run(flow: str, start: str, end: str) -> Any:
     as the task's process runs."""
     from kafka_recon import orchestrate
 
-    run = orchestrate.load(flow, start, end)
-    owner = run_owner()
+    return hold(orchestrate.load(flow, start, end), run_owner())
+
+
+def hold(run: Any, owner: str) -> Any:
+    """Go on only while `owner` holds `run`'s window; renew its lease for as long as the task's
+    process runs."""
+    from kafka_recon import orchestrate
+
     orchestrate.check_owner(run, owner)
     orchestrate.lease(run).keep_alive(owner)
     return run

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from kafka_recon.airflow.ownership import run_owner
+from kafka_recon.airflow.ownership import hold, run_owner
 from kafka_recon.airflow.run_args import RunArgs
 from kafka_recon.settings import spark_jobs_dir
 from kafka_recon.spark.conf import spark_conf
@@ -106,15 +106,10 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         on a loaded worker took longer than a short lease (another run then took the window).
         A repair step's run holds no window: its job holds it for itself, as a command line
         run does."""
-        from kafka_recon import orchestrate
+        from kafka_recon.orchestrate import REPAIR_STEPS
 
-        given = self._given()
-        if self.step in orchestrate.REPAIR_STEPS or \
-                not {"--start", "--end", "--config", "--out"} <= given.keys():
-            return
-        run, owner = self._run(given), run_owner(context)
-        orchestrate.check_owner(run, owner)
-        orchestrate.lease(run).keep_alive(owner)
+        if self.step not in REPAIR_STEPS and (run := self._window_run()) is not None:
+            hold(run, run_owner(context))
 
     def submit_conf(self, flow: Flow | None = None) -> dict[str, str]:
         """spark-submit's settings (`kafka_recon.spark.conf.spark_conf`): the flow's `spark:`
@@ -138,15 +133,20 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         return orchestrate.load(self.flow, given["--start"], given["--end"],
                                 Path(given["--config"]), given["--out"])
 
+    def _window_run(self) -> Run | None:
+        """The run the step's arguments name; None when they name no run folder."""
+        given = self._given()
+        if not {"--start", "--end", "--config", "--out"} <= given.keys():
+            return None
+        return self._run(given)
+
     def _staged_size(self) -> int | None:
         """The window's size from the run folder's stage.json (the stage task ran before this
         one); None when the step's arguments name no run folder, or nothing was staged."""
         from kafka_recon import orchestrate
 
-        given = self._given()
-        if not {"--start", "--end", "--config", "--out"} <= given.keys():
-            return None
-        return orchestrate.staged_size(self._run(given))
+        run = self._window_run()
+        return orchestrate.staged_size(run) if run is not None else None
 
     def submit_jars(self, flow: Flow | None = None) -> str | None:
         """The rendered jars, with Iceberg's and Delta's for a flow that reads a table."""
