@@ -388,3 +388,35 @@ class KafkaCluster(Service):
 def KafkaNode(base_dir: Path | str, port: int | None = None, **kw: Any) -> KafkaCluster:  # noqa: N802
     """A single-node KRaft Kafka: the cluster of size one."""
     return KafkaCluster(base_dir, size=1, ports=[port] if port else None, **kw)
+
+
+class StageProducer:
+    """A producer for the records a test puts on the stage: every record is acknowledged by
+    all in-sync replicas, or `flush` raises naming the ones that were not and why.
+
+    A bare confluent-kafka producer drops a record whose delivery failed without a word
+    unless a delivery callback is registered: the test then counts a topic short of what it
+    believes it wrote, and blames the tool. Idempotence makes the broker's retries after a
+    timeout neither duplicate nor reorder what is written."""
+
+    def __init__(self, bootstrap: str, **conf: Any) -> None:
+        from confluent_kafka import Producer
+
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                   "enable.idempotence": True, **conf})
+        self.failed: list[str] = []
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    def produce(self, topic: str, **kw: Any) -> None:
+        self._producer.produce(topic, on_delivery=self._delivered, **kw)
+        self._producer.poll(0)  # serves the delivery reports as they come
+
+    def flush(self, timeout_s: float = 60.0) -> None:
+        left = self._producer.flush(timeout_s)
+        if left or self.failed:
+            raise ServiceError(f"stage records not delivered: {left} still queued after "
+                               f"{timeout_s:.0f} s, {len(self.failed)} failed "
+                               f"({'; '.join(self.failed[:3])})")

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.services.kafka import StageProducer
 from kafka_recon import orchestrate
 
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
@@ -92,8 +92,7 @@ class Scenario:
         if self.kafka_conn:
             self.config.write_text(self.config.read_text().replace(
                 f'bootstrap: "{self.bootstrap}"', f'conn: "{self.kafka_conn}"'))
-        self.producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                                  "linger.ms": 5})
+        self.producer = StageProducer(self.bootstrap, **{"linger.ms": 5})
 
     # --- the tiers
     @staticmethod
@@ -140,7 +139,7 @@ class Scenario:
             p.produce(self.topic, key=str(i), value=value,
                       timestamp=int((arrival or t).timestamp() * 1000), **kw)
         if producer is None:
-            assert p.flush(30) == 0
+            p.flush()
 
     # --- the run
     def reconcile(self, spark: Any) -> dict[str, Any]:
@@ -166,7 +165,7 @@ class Scenario:
         for key, value, t in records:
             self.producer.produce(self.topic, key=key, value=value, partition=partition,
                                   timestamp=int(t.timestamp() * 1000))
-        assert self.producer.flush(30) == 0
+        self.producer.flush()
 
     def texts(self, relative: str | None, column: str = "id") -> list[str]:
         """An id file read back by Python's csv module, as a spreadsheet or COPY would."""

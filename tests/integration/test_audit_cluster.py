@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.services.kafka import KafkaCluster
+from harness.services.kafka import KafkaCluster, StageProducer
 from kafka_recon.cluster.audit import audit_flow
 from kafka_recon.config import load_flow
 from kafka_recon.runfiles.audit import Risk
@@ -121,11 +120,11 @@ def test_killed_broker_gives_replication_health_findings_that_clear(
 def test_group_lagging_past_retention_gives_the_retention_finding(
         cluster: KafkaCluster, tmp_path: Path) -> None:
     name = topic(cluster, 3, **{"retention.ms": str(2 * 3600 * 1000)})
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    p = StageProducer(cluster.bootstrap)
     five_hours_ago = int(time.time() * 1000) - 5 * 3600 * 1000
     for i in range(5):
         p.produce(name, value=str(i), partition=0, timestamp=five_hours_ago + i)
-    assert p.flush(30) == 0
+    p.flush()
     commit_offset(cluster.bootstrap, f"{name}-loader", name, 0, 1)
     found = audit(cluster, tmp_path, name, groups=[f"{name}-loader"])
     (f,) = [x for x in found if x.rule == "R1-retention-vs-lag"]

@@ -7,11 +7,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.services.base import pid_alive
-from harness.services.kafka import KafkaCluster
+from harness.services.kafka import KafkaCluster, StageProducer
 
 pytestmark = pytest.mark.integration
 
@@ -25,11 +25,11 @@ def create_topic(bootstrap: str, name: str, partitions: int, rf: int) -> None:
 def test_single_node_round_trip_returns_every_record(kafka: KafkaCluster) -> None:
     topic = f"roundtrip-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap, topic, 2, 1)
-    producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+    producer = StageProducer(kafka.bootstrap)
     sent = {f"r{i}" for i in range(500)}
     for v in sent:
         producer.produce(topic, value=v.encode())
-    assert producer.flush(30) == 0
+    producer.flush()
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": topic,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])

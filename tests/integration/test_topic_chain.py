@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.services.kafka import KafkaCluster
+from harness.services.kafka import KafkaCluster, StageProducer
 from kafka_recon import orchestrate
 from tests.integration.engine_harness import END, START, Scenario, at, findings
 
@@ -49,7 +49,7 @@ def _copy(bootstrap: str, source: str, target: str, partitions: int,
     `repeat` written twice; with `reshape` the value becomes {"order": {"id", "at"}}."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"copy-{uuid.uuid4()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = StageProducer(bootstrap, **{"linger.ms": 5})
     consumer.subscribe([source])
     seen, empty = 0, 0
     while empty < 10:
@@ -68,7 +68,7 @@ def _copy(bootstrap: str, source: str, target: str, partitions: int,
         for _ in range(2 if value["id"] in repeat else 1):
             producer.produce(target, key=msg.key(), value=out, partition=msg.partition(),
                              timestamp=msg.timestamp()[1])
-    assert producer.flush(30) == 0
+    producer.flush()
     consumer.close()
 
 

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.services.kafka import KafkaCluster
+from harness.services.kafka import KafkaCluster, StageProducer
 from kafka_recon.sources.kafka_client import KafkaEndpoint
 from kafka_recon.sources.topic import PartitionRange
 from kafka_recon.spark.replay import read_window
@@ -28,13 +28,13 @@ def topic_with_transactions(kafka: KafkaCluster, partitions: int) -> str:
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         fut.result(30)
-    plain = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+    plain = StageProducer(kafka.bootstrap)
     # timestamps of now: the broker's retention (checked every 5 s) deletes older ones at once
     now = int(time.time() * 1000)
     for i in range(120):
         plain.produce(topic, key=None if i % 7 == 0 else f"k{i}", value=f"plain-{i}",
                       partition=i % partitions, timestamp=now + i)
-    assert plain.flush(30) == 0
+    plain.flush()
     tx = Producer({"bootstrap.servers": kafka.bootstrap,
                    "transactional.id": f"reader-test-{uuid.uuid4().hex[:6]}"})
     tx.init_transactions(30)
@@ -47,7 +47,7 @@ def topic_with_transactions(kafka: KafkaCluster, partitions: int) -> str:
         (tx.commit_transaction if outcome == "commit" else tx.abort_transaction)(30)
     for i in range(120, 150):
         plain.produce(topic, key=f"k{i}", value=f"plain-{i}", partition=i % partitions)
-    assert plain.flush(30) == 0
+    plain.flush()
     return topic
 
 
