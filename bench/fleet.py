@@ -34,7 +34,7 @@ from harness.services.kafka import KafkaCluster
 from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
 from harness.services.spark import SparkConnect
-from kafka_recon.settings import REPO_ROOT
+from kafka_recon.settings import REPO_ROOT, replay_slots
 from kafka_recon.window import iso_z
 
 GRACE, DISORDER = timedelta(seconds=30), timedelta(seconds=10)
@@ -131,6 +131,8 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
     # a fleet's Airflow runs more than four task processes at once: every flow's run has its
     # own tasks, and most of them wait on the warm server or Kafka, not on a core
     servers.env["AIRFLOW__CORE__PARALLELISM"] = str(a.parallelism)
+    if a.replay_slots:  # a team sizes the replays' pool for its fleet; unset: the default
+        servers.env["KAFKA_RECON_REPLAY_SLOTS"] = str(a.replay_slots)
     began = datetime.now(UTC)
     try:
         connect.start()
@@ -170,8 +172,8 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         mail.stop()
         kafka.stop()
         pg.stop()
-    return summary(verdicts(work / "runs", names, window, began, ends), a.flows, window,
-                   a.minutes, began)
+    return {**summary(verdicts(work / "runs", names, window, began, ends), a.flows, window,
+                      a.minutes, began), "replay_slots": a.replay_slots or replay_slots()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--most", type=int, default=100_000, help="records in a window, most")
     p.add_argument("--parallelism", type=int, default=16, help="Airflow's [core] parallelism")
     p.add_argument("--master", default="local[2]", help="the Spark Connect server's master")
+    p.add_argument("--replay-slots", type=int, default=None,
+                   help="slots of the Kafka cluster's replay pool (default: the shipped 2)")
     p.add_argument("--settle", type=float, default=600,
                    help="seconds after the measured minutes for their last verdicts")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out" / "fleet")
