@@ -131,8 +131,9 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
     # a fleet's Airflow runs more than four task processes at once: every flow's run has its
     # own tasks, and most of them wait on the warm server or Kafka, not on a core
     servers.env["AIRFLOW__CORE__PARALLELISM"] = str(a.parallelism)
-    if a.replay_slots:  # a team sizes the replays' pool for its fleet; unset: the default
-        servers.env["KAFKA_RECON_REPLAY_SLOTS"] = str(a.replay_slots)
+    # a team sizes the replays' pool for its fleet; unset, the setting's own value
+    slots = a.replay_slots or replay_slots()
+    servers.env["KAFKA_RECON_REPLAY_SLOTS"] = str(slots)
     began = datetime.now(UTC)
     try:
         connect.start()
@@ -173,7 +174,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         kafka.stop()
         pg.stop()
     return {**summary(verdicts(work / "runs", names, window, began, ends), a.flows, window,
-                      a.minutes, began), "replay_slots": a.replay_slots or replay_slots()}
+                      a.minutes, began), "replay_slots": slots}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallelism", type=int, default=16, help="Airflow's [core] parallelism")
     p.add_argument("--master", default="local[2]", help="the Spark Connect server's master")
     p.add_argument("--replay-slots", type=int, default=None,
-                   help="slots of the Kafka cluster's replay pool (default: the shipped 2)")
+                   help="the Kafka cluster's replay pool slots (default: the setting's)")
     p.add_argument("--settle", type=float, default=600,
                    help="seconds after the measured minutes for their last verdicts")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out" / "fleet")

@@ -399,11 +399,12 @@ class StageProducer:
     believes it wrote, and blames the tool. Idempotence makes the broker's retries after a
     timeout neither duplicate nor reorder what is written."""
 
-    def __init__(self, bootstrap: str, **conf: Any) -> None:
+    def __init__(self, bootstrap: str, conf: Mapping[str, Any] | None = None) -> None:
+        """`conf`: more of the client's settings (librdkafka's names), e.g. linger.ms."""
         from confluent_kafka import Producer
 
         self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                   "enable.idempotence": True, **conf})
+                                   "enable.idempotence": True, **(conf or {})})
         self.failed: list[str] = []
 
     def _delivered(self, err: Any, msg: Any) -> None:

@@ -92,7 +92,7 @@ class Scenario:
         if self.kafka_conn:
             self.config.write_text(self.config.read_text().replace(
                 f'bootstrap: "{self.bootstrap}"', f'conn: "{self.kafka_conn}"'))
-        self.producer = StageProducer(self.bootstrap, **{"linger.ms": 5})
+        self.producer = StageProducer(self.bootstrap, {"linger.ms": 5})
 
     # --- the tiers
     @staticmethod

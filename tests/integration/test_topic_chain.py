@@ -49,7 +49,7 @@ def _copy(bootstrap: str, source: str, target: str, partitions: int,
     `repeat` written twice; with `reshape` the value becomes {"order": {"id", "at"}}."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"copy-{uuid.uuid4()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    producer = StageProducer(bootstrap, **{"linger.ms": 5})
+    producer = StageProducer(bootstrap, {"linger.ms": 5})
     consumer.subscribe([source])
     seen, empty = 0, 0
     while empty < 10:
