@@ -81,6 +81,38 @@ def verdicts(runs_root: Path, flows: list[str], window: timedelta, since: dateti
     return out
 
 
+def _at(s: str | None) -> datetime | None:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")) if s else None
+
+
+def task_timeline(servers: AirflowServers, flows: list[str], since: datetime,
+                  until: datetime) -> dict[str, dict[str, float]]:
+    """Where a window's time goes in Airflow: per task of the flows' DAG runs whose window closed
+    in [since, until], the medians (seconds) of when it was queued, started and ended, counted
+    from the window's closing (end + grace + disorder). A task that never started is left
+    out of its figures."""
+    closing = GRACE + DISORDER
+    marks: dict[str, dict[str, list[float]]] = {}
+    for flow in flows:
+        _, runs = servers.api("GET", f"/dags/recon__{flow}/dagRuns?limit=200")
+        for run in (runs or {}).get("dag_runs", []):
+            end = _at(run.get("data_interval_end"))
+            if end is None or not since <= end + closing <= until:
+                continue
+            _, tis = servers.api("GET", f"/dags/recon__{flow}/dagRuns/{run['dag_run_id']}"
+                                        "/taskInstances?limit=100")
+            for ti in (tis or {}).get("task_instances", []):
+                for what in ("queued_when", "start_date", "end_date"):
+                    t = _at(ti.get(what))
+                    if t is not None:
+                        marks.setdefault(ti["task_id"], {}).setdefault(what, []).append(
+                            (t - (end + closing)).total_seconds())
+    return {task: {what: round(statistics.median(v), 1) for what, v in m.items()}
+            for task, m in sorted(marks.items(),
+                                  key=lambda kv: statistics.median(kv[1].get("start_date",
+                                                                             [1e9])))}
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (nearest rank) of `values`."""
     ordered = sorted(values)
@@ -135,6 +167,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
     slots = a.replay_slots or replay_slots()
     servers.env["KAFKA_RECON_REPLAY_SLOTS"] = str(slots)
     began = datetime.now(UTC)
+    timeline: dict[str, dict[str, float]] = {}
     try:
         connect.start()
         servers.env["KAFKA_RECON_SPARK_REMOTE"] = connect.url
@@ -165,6 +198,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
             if all(r["verdict"] is not None for r in rows):
                 break
             time.sleep(10)
+        timeline = task_timeline(servers, names, began, ends)
     finally:
         servers.stop()
         for p in pipelines.values():
@@ -174,7 +208,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         kafka.stop()
         pg.stop()
     return {**summary(verdicts(work / "runs", names, window, began, ends), a.flows, window,
-                      a.minutes, began), "replay_slots": slots}
+                      a.minutes, began), "replay_slots": slots, "task_timeline": timeline}
 
 
 def main(argv: list[str] | None = None) -> int:
