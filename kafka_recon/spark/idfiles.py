@@ -1,6 +1,7 @@
 """The id files: every missing, unexpected, duplicate, filtered, late and unidentifiable id,
 written in full as sorted RFC 4180 CSV by the executors, every file in one job, never through
-the driver."""
+the driver. A file the tallies already know to be empty is its header alone, written by the
+driver: a window where nothing was lost runs no job for its id files."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from upath import UPath
 
-from kafka_recon.runfolder import RunFolder, move, remove
+from kafka_recon.runfolder import RunFolder, move, remove, write_text
 
 
 def csv_field(value: Column) -> Column:
@@ -37,6 +38,9 @@ class IdFile:
     # per file (50 at 1M for six files of a few hundred ids) cost more in task overhead than
     # the rows did; the file is written by one task anyway
     one_task: bool = False
+    # the tallies counted no row for it (they count the very rows it would hold): it is its
+    # header alone, and needs no Spark job
+    empty: bool = False
 
 
 def id_rows(df: DataFrame, columns: list[str], s: str | None, p: str | None = None,
@@ -55,7 +59,11 @@ def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path | UPa
     """Every id file in one Spark job, each one sorted RFC 4180 CSV with its header, written by
     the executors (never through the driver): the rows of a file are hashed to one task, which
     writes them in order under the file's number; the driver then only moves each file in
-    place."""
+    place. A file known to be `empty` is written as its header by the driver."""
+    for f in files:
+        if f.empty:
+            write_text(f.target, ",".join(f.columns) + "\n")
+    files = [f for f in files if not f.empty]
     if not files:
         return
     # the headers made in the JVM: a DataFrame of Python rows would start a Python worker per

@@ -304,7 +304,8 @@ def exact_hop(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts, i: in
             else found[kind]
         columns = ["id", "extra"] if kind == "duplicate" else ["id"]
         files.append(IdFile(paths[kind], tuple(columns),
-                            id_rows(rows, columns, "id", *columns[1:]), one_task=True))
+                            id_rows(rows, columns, "id", *columns[1:]), one_task=True,
+                            empty=not any(counts.per_id.get((kind, k), {}).values())))
     expected = counts.per_id.get(("present", ids.slot[i]), {})
     on_purpose = counts.per_id.get(("filtered", k), {}) if "filtered" in kinds else None
     if on_purpose is not None:
