@@ -87,30 +87,39 @@ def _at(s: str | None) -> datetime | None:
 
 def task_timeline(servers: AirflowServers, flows: list[str], since: datetime,
                   until: datetime) -> dict[str, dict[str, float]]:
-    """Where a window's time goes in Airflow: per task of the flows' DAG runs whose window closed
-    in [since, until], the medians (seconds) of when it was queued, started and ended, counted
-    from the window's closing (end + grace + disorder). A task that never started is left
-    out of its figures."""
+    """Where a window's time goes in Airflow: `timeline` of the flows' DAG runs whose window
+    closed in [since, until], their task instances read from the REST API."""
     closing = GRACE + DISORDER
-    marks: dict[str, dict[str, list[float]]] = {}
+    runs: list[tuple[datetime, list[dict[str, Any]]]] = []
     for flow in flows:
-        _, runs = servers.api("GET", f"/dags/recon__{flow}/dagRuns?limit=200")
-        for run in (runs or {}).get("dag_runs", []):
+        _, found = servers.api("GET", f"/dags/recon__{flow}/dagRuns?limit=200")
+        for run in (found or {}).get("dag_runs", []):
             end = _at(run.get("data_interval_end"))
             if end is None or not since <= end + closing <= until:
                 continue
             _, tis = servers.api("GET", f"/dags/recon__{flow}/dagRuns/{run['dag_run_id']}"
                                         "/taskInstances?limit=100")
-            for ti in (tis or {}).get("task_instances", []):
-                for what in ("queued_when", "start_date", "end_date"):
-                    t = _at(ti.get(what))
-                    if t is not None:
-                        marks.setdefault(ti["task_id"], {}).setdefault(what, []).append(
-                            (t - (end + closing)).total_seconds())
+            runs.append((end + closing, (tis or {}).get("task_instances", [])))
+    return timeline(runs)
+
+
+def timeline(runs: list[tuple[datetime, list[dict[str, Any]]]]) -> dict[str, dict[str, float]]:
+    """Per task, the medians (seconds) of when it was queued, started and ended, counted from
+    its window's closing (end + grace + disorder), given each run's closing and its task
+    instances as the REST API gives them; tasks in the order of their median start. A time a
+    task instance does not have (never queued, never started) is left out of its median."""
+    marks: dict[str, dict[str, list[float]]] = {}
+    for closed, tis in runs:
+        for ti in tis:
+            for what in ("queued_when", "start_date", "end_date"):
+                t = _at(ti.get(what))
+                if t is not None:
+                    marks.setdefault(ti["task_id"], {}).setdefault(what, []).append(
+                        (t - closed).total_seconds())
     return {task: {what: round(statistics.median(v), 1) for what, v in m.items()}
             for task, m in sorted(marks.items(),
                                   key=lambda kv: statistics.median(kv[1].get("start_date",
-                                                                             [1e9])))}
+                                                                             [math.inf])))}
 
 
 def percentile(values: list[float], q: float) -> float:

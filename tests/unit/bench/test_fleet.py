@@ -67,3 +67,29 @@ def test_the_95th_percentile_is_a_measured_value_by_nearest_rank() -> None:
     assert fleet.percentile(values, 95) == 95.0
     assert fleet.percentile([3.0], 95) == 3.0
     assert fleet.percentile([1.0, 2.0], 95) == 2.0
+
+
+def test_the_task_timeline_is_each_tasks_median_times_after_its_windows_closing() -> None:
+    closed = [datetime(2026, 11, 28, 5, 30, 40, tzinfo=UTC),
+              datetime(2026, 11, 28, 5, 35, 40, tzinfo=UTC),
+              datetime(2026, 11, 28, 5, 40, 40, tzinfo=UTC)]
+
+    def ti(task: str, at: datetime, queued: float | None, start: float | None,
+           end: float | None) -> dict[str, object]:
+        def iso(s: float | None) -> str | None:
+            return None if s is None else (at + timedelta(seconds=s)).isoformat().replace(
+                "+00:00", "Z")
+        return {"task_id": task, "queued_when": iso(queued), "start_date": iso(start),
+                "end_date": iso(end)}
+
+    runs = [(c, [ti("stage_topic", c, 40 + k, 41 + k, 50 + 2 * k),
+                 ti("begin", c, 5, 6 + k, 20),
+                 # the third window's Spark step never started: no start or end of it counts
+                 ti("replay_reconcile", c, 100 * (k + 1), None if k == 2 else 120 * (k + 1),
+                    None if k == 2 else 160 * (k + 1))])
+            for k, c in enumerate(closed)]
+    got = fleet.timeline(runs)
+    assert list(got) == ["begin", "stage_topic", "replay_reconcile"]  # by median start
+    assert got["begin"] == {"queued_when": 5, "start_date": 7, "end_date": 20}
+    assert got["stage_topic"] == {"queued_when": 41, "start_date": 42, "end_date": 52}
+    assert got["replay_reconcile"] == {"queued_when": 200, "start_date": 180, "end_date": 240}
