@@ -35,7 +35,7 @@ from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
 from harness.services.spark import SparkConnect
 from kafka_recon.settings import REPO_ROOT, replay_slots
-from kafka_recon.window import iso_z
+from kafka_recon.window import iso_z, parse_instant
 
 GRACE, DISORDER = timedelta(seconds=30), timedelta(seconds=10)
 
@@ -81,8 +81,9 @@ def verdicts(runs_root: Path, flows: list[str], window: timedelta, since: dateti
     return out
 
 
-def _at(s: str | None) -> datetime | None:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")) if s else None
+def _at(text: str | None, what: str) -> datetime | None:
+    """A time of Airflow's REST API, or None where it has none (a task never started)."""
+    return parse_instant(text, what) if text else None
 
 
 def task_timeline(servers: AirflowServers, flows: list[str], since: datetime,
@@ -94,7 +95,7 @@ def task_timeline(servers: AirflowServers, flows: list[str], since: datetime,
     for flow in flows:
         _, found = servers.api("GET", f"/dags/recon__{flow}/dagRuns?limit=200")
         for run in (found or {}).get("dag_runs", []):
-            end = _at(run.get("data_interval_end"))
+            end = _at(run.get("data_interval_end"), f"{run['dag_run_id']} data_interval_end")
             if end is None or not since <= end + closing <= until:
                 continue
             _, tis = servers.api("GET", f"/dags/recon__{flow}/dagRuns/{run['dag_run_id']}"
@@ -112,7 +113,7 @@ def timeline(runs: list[tuple[datetime, list[dict[str, Any]]]]) -> dict[str, dic
     for closed, tis in runs:
         for ti in tis:
             for what in ("queued_when", "start_date", "end_date"):
-                t = _at(ti.get(what))
+                t = _at(ti.get(what), f"{ti['task_id']} {what}")
                 if t is not None:
                     marks.setdefault(ti["task_id"], {}).setdefault(what, []).append(
                         (t - closed).total_seconds())
