@@ -42,6 +42,11 @@ class IdFile:
     # header alone, and needs no Spark job
     empty: bool = False
 
+    @property
+    def header(self) -> str:
+        """Its first line, the same whoever writes it (the job, or the driver when empty)."""
+        return ",".join(self.columns)
+
 
 def id_rows(df: DataFrame, columns: list[str], s: str | None, p: str | None = None,
             o: str | None = None) -> DataFrame:
@@ -62,7 +67,7 @@ def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path | UPa
     place. A file known to be `empty` is written as its header by the driver."""
     for f in files:
         if f.empty:
-            write_text(f.target, ",".join(f.columns) + "\n")
+            write_text(f.target, f.header + "\n")
     files = [f for f in files if not f.empty]
     if not files:
         return
@@ -71,7 +76,7 @@ def write_id_files(spark: SparkSession, files: list[IdFile], scratch: Path | UPa
     n = F.col("id").cast("int")
     headers = spark.range(len(files), numPartitions=1).select(
         n.alias("file"), F.lit(0).alias("ord"),
-        F.element_at(F.array(*[F.lit(",".join(f.columns)) for f in files]), n + 1).alias("line"),
+        F.element_at(F.array(*[F.lit(f.header) for f in files]), n + 1).alias("line"),
         F.lit(None).cast("string").alias("s"), F.lit(None).cast("long").alias("p"),
         F.lit(None).cast("long").alias("o"))
     rows = reduce(lambda x, y: x.unionByName(y),
