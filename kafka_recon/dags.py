@@ -36,12 +36,11 @@ from kafka_recon.airflow.names import flow_dag_id, replay_pool
 from kafka_recon.airflow.run_args import RunArgs
 from kafka_recon.airflow.tasks import (
     RECONCILED_ALIAS,
-    begin,
     repair_folder,
     repair_summary,
     stage_tier,
 )
-from kafka_recon.airflow.wiring import daily_run, runs_in_flight, wait_for_closing, wire_run
+from kafka_recon.airflow.wiring import begin, daily_run, runs_in_flight, wire_run
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
 from kafka_recon.errors import ConfigError
 from kafka_recon.orchestrate import staged_tiers
@@ -53,7 +52,7 @@ SCHEDULED_DOC = """Scheduled reconciliation of one flow: `recon__<flow>`.
 
 The data interval is the window: the run after midnight reconciles the day before it (or, with
 the flow's `window: 1h`, each hour after it ends), once the window has closed (its end plus the
-flow's grace and disorder margin: `wait_for_closing` defers until then). An ok window updates
+flow's grace and disorder margin: `begin` waits for it, deferred). An ok window updates
 the flow's Asset `kafka-recon://<flow>`.
 """
 
@@ -203,8 +202,9 @@ def adhoc_dag(flows: list[str], config: Path) -> DAG:
         tiers = check(args.flow, args.start, args.end)
         staged = stage_tier.partial(flow=args.flow, start=args.start, end=args.end) \
             .expand(tier=tiers)
-        tiers >> wait_for_closing(args) >> begin(args.flow, args.start, args.end) >> staged
-        wire_run(args, staged, AssetAlias(RECONCILED_ALIAS))
+        begun = begin(args)
+        tiers >> begun
+        wire_run(args, begun, staged, AssetAlias(RECONCILED_ALIAS))
     return dag
 
 

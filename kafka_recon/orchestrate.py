@@ -199,36 +199,43 @@ def stage_tier(run: Run, tier_name: str) -> StagedTier:
     return staged
 
 
-def stage_topic(run: Run) -> Stage:
-    """Step 1b: check the topic and kafka-recon's rights on it, audit the cluster, and gather
-    every tier's staging into stage.json (the order of the flow, whatever order the tier tasks
-    finished in)."""
+def stage_topic(run: Run) -> None:
+    """Step 1b, the topic (beside the tiers' staging, journalled under the topic tier's name):
+    check the topic and kafka-recon's rights on it, audit the cluster, and keep the flight
+    recorder's snapshots over the window."""
     from kafka_recon.cluster import preflight
     from kafka_recon.cluster.audit import audit_flow
     from kafka_recon.cluster.snapshots import flight_over
     from kafka_recon.sources.kafka_client import endpoint
 
-    with _guarded(run, "stage"):
-        tier = run.flow.topic_tier
+    tier = run.flow.topic_tier
+    with _guarded(run, "stage", f"stage {tier.name}"):
         ep = endpoint(tier)
         # every missing right named at once, before a client times out on one of them
         preflight.check(ep, tier.topic, tier.consumer_groups)
         for more in run.flow.kafka_tiers[1:]:
             preflight.check(endpoint(more), more.topic, more.consumer_groups)
-        audit = audit_flow(run.flow, run.config_dir, ep)
+        run.folder.write(audit_flow(run.flow, run.config_dir, ep))
+        run.folder.write(flight_over(run.flow, run.window))
+
+
+def gather_stage(run: Run) -> Stage:
+    """Step 1c: every tier's staging gathered into stage.json, in the flow's order whatever
+    order the tier tasks finished in. The Spark step's task does it before it starts Spark (a
+    task of its own would cost a DAG run one more task start before its Spark step)."""
+    with _guarded(run, "stage"):
         staged = Stage(points=[p for name in staged_tiers(run.flow) for p in
                                run.folder.read(StagedTier, f"stage {name}", name).points])
-        run.folder.write(audit)
-        run.folder.write(flight_over(run.flow, run.window))
         run.folder.write(staged)
     return staged
 
 
 def stage(run: Run) -> Stage:
-    """Step 1, every tier then the topic: what the command line runs in one go."""
+    """Step 1, every tier, the topic, then stage.json: what the command line runs in one go."""
     for name in staged_tiers(run.flow):
         stage_tier(run, name)
-    return stage_topic(run)
+    stage_topic(run)
+    return gather_stage(run)
 
 
 def staged_size(run: Run) -> int | None:

@@ -22,18 +22,6 @@ def _truthy(value: Any) -> bool:
 
 
 @task
-def begin(flow: str, start: str, end: str) -> str:
-    """Hold the window for this run (its lease) and clear its previous outputs."""
-    from kafka_recon import orchestrate
-
-    run = orchestrate.load(flow, start, end)
-    owner = run_owner()
-    orchestrate.begin(run, owner)
-    orchestrate.lease(run).keep_alive(owner)
-    return str(run.out)
-
-
-@task
 def stage_tier(flow: str, tier: str, start: str, end: str) -> str:
     from kafka_recon import orchestrate
 
@@ -41,8 +29,9 @@ def stage_tier(flow: str, tier: str, start: str, end: str) -> str:
     return tier
 
 
-@task(trigger_rule=TriggerRule.NONE_FAILED)
+@task
 def stage_topic(flow: str, start: str, end: str) -> str:
+    """The topic's checks, beside the tiers' staging (the Spark step gathers stage.json)."""
     from kafka_recon import orchestrate
 
     run = held_run(flow, start, end)

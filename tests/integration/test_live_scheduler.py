@@ -110,7 +110,7 @@ def windows(live: Live) -> dict[str, Any]:
         runs = live.scheduled_runs()[:3]
         for r in runs:
             if r["state"] not in ("success", "failed"):
-                state = live.task(r["dag_run_id"], "wait_for_closing")["state"]
+                state = live.task(r["dag_run_id"], "begin")["state"]
                 seen.setdefault(r["dag_run_id"], set()).add(str(state))
         if len(runs) >= 2 and not lost:
             third_start = _when(runs[1]["data_interval_end"])
@@ -143,7 +143,7 @@ def test_two_scheduled_windows_wait_deferred_for_their_closing_time_and_end_ok(
         # every record of the window in every tier: none missing, none extra
         assert {t["name"]: t["count"] for t in result["tiers"]} == {
             "orders_db": upstream, "orders_topic": upstream, "warehouse": upstream}
-        wait = live.task(run["dag_run_id"], "wait_for_closing")
+        wait = live.task(run["dag_run_id"], "begin")
         # the count began only after the closing time
         assert _when(wait["end_date"]) >= end + CLOSING
     # the window that was scheduled while the test watched waited in the triggerer

@@ -52,6 +52,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         from kafka_recon.stores.objects import for_spark as runs_root_for_spark
 
         flow = load_flow(self.config, self.flow)
+        self._gather_stage(context)
         kafka = [t for t in flow.tiers if isinstance(t, KafkaTier) and t.conn]
         # the store's connection too: the job renews the window's lease in it
         stores = [c for c in (store_conn(),) if c]
@@ -110,6 +111,15 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
 
         if self.step not in REPAIR_STEPS and (run := self._window_run()) is not None:
             hold(run, run_owner(context))
+
+    def _gather_stage(self, context: Any) -> None:
+        """A replay's task first gathers the staged tiers into stage.json (step 1c), while
+        this DAG run holds the window: the staging and the topic's checks ran side by side
+        before it, and a task of its own would cost the run one more task start."""
+        from kafka_recon import orchestrate
+
+        if self.step in GATHERS and (run := self._window_run()) is not None:
+            orchestrate.gather_stage(hold(run, run_owner(context)))
 
     def submit_conf(self, flow: Flow | None = None) -> dict[str, str]:
         """spark-submit's settings (`kafka_recon.spark.conf.spark_conf`): the flow's `spark:`
@@ -294,8 +304,13 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         return self._lineage_of_run
 
 
-def spark_job(step: str, args: RunArgs, out_task: str = "stage_topic",
-              more: list[str] | None = None) -> SparkSubmitOperator:
+# the steps that start a window's analysis: their task gathers the staging first
+GATHERS = ("replay", "replay_reconcile")
+
+
+def spark_job(step: str, args: RunArgs, out_task: str = "begin",
+              more: list[str] | None = None,
+              trigger_rule: str = "all_success") -> SparkSubmitOperator:
     """The step's spark-submit; `out_task` is the task whose XCom is the run folder, `more`
     the step's own arguments (templates)."""
     app_args = ["--config", args.config, "--flow", args.flow, "--start", args.start,
@@ -310,7 +325,8 @@ def spark_job(step: str, args: RunArgs, out_task: str = "stage_topic",
         config=args.config,
         conn_id="spark_default",
         # replays of one cluster wait for a slot of its pool (made on first use, pools.py)
-        pool=args.pool if step in ("replay", "replay_reconcile") else None,
+        pool=args.pool if step in GATHERS else None,
+        trigger_rule=trigger_rule,
         name=f"kafka-recon-{step}-{args.flow}",
         jars="{{ kafka_recon_spark_jars() }}",
         application_args=app_args,

@@ -1,4 +1,4 @@
-"""A wait until a time, in the triggerer: `wait_for_closing` (a window's closing time, its end
+"""A wait until a time, in the triggerer: `begin` (a window's closing time, its end
 plus the flow's grace and disorder margin) and a repair's `settle`."""
 
 from __future__ import annotations

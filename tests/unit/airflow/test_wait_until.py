@@ -1,4 +1,4 @@
-"""The wait until a time (`wait_for_closing`, a repair's `settle`): it defers only for a time
+"""The wait until a time (`begin`'s, a repair's `settle`): it defers only for a time
 well ahead, so that its trigger never fires at once (apache/airflow#72716)."""
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ for d in bag.dags.values():
         "params_enum": {k: (d.params.get_param(k).schema or {}).get("enum")
                         for k in d.params},
         "downstream": {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},
+        "upstream": {t.task_id: sorted(t.upstream_task_ids) for t in d.tasks},
         "trigger_rules": {t.task_id: getattr(t.trigger_rule, "value", t.trigger_rule)
                           for t in d.tasks},
         "rendered": rendered,

@@ -48,16 +48,21 @@ def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(da
     dag = dagbag["dags"]["recon__orders"]
     assert dag["tasks"] == ["alert", "begin", "history", "notify", "replay_reconcile", "report",
                             "stage__collector", "stage__orders_db", "stage__warehouse",
-                            "stage_topic", "validate", "verdict", "wait_for_closing"]
+                            "stage_topic", "validate", "verdict"]
     assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
     assert dag["catchup"] is False
     down = dag["downstream"]
-    # nothing is counted before the window's closing time
-    assert down["wait_for_closing"] == ["begin"]
-    # the window's previous outputs are cleared before anything is staged
-    assert down["begin"] == ["stage__collector", "stage__orders_db", "stage__warehouse"]
-    assert {t for t, d in down.items() if d == ["stage_topic"]} == {
-        "stage__collector", "stage__orders_db", "stage__warehouse"}
+    # `begin` waits for the closing time, then clears the window's previous outputs, before
+    # anything is staged; the tiers and the topic are staged side by side
+    assert down["begin"] == ["stage__collector", "stage__orders_db", "stage__warehouse",
+                             "stage_topic"]
+    assert {t for t, d in down.items() if d == ["replay_reconcile"]} == {
+        "stage__collector", "stage__orders_db", "stage__warehouse", "stage_topic"}
+    # two task starts in a row before the Spark step: begin, then the staging
+    assert dag["upstream"]["replay_reconcile"] == ["stage__collector", "stage__orders_db",
+                                                    "stage__warehouse", "stage_topic"]
+    # a tier that failed to stage keeps the Spark step from running
+    assert dag["trigger_rules"]["replay_reconcile"] == "none_failed"
     assert down["report"] == ["alert", "history", "notify"] and down["notify"] == ["verdict"]
     assert down["alert"] == ["verdict"]
     # owners hear about failures too: report, notify, alert and verdict run whatever
@@ -121,21 +126,21 @@ def test_adhoc_dag_asks_for_flow_window_replays_and_email(dagbag: dict) -> None:
     dag = dagbag["dags"]["recon_adhoc"]
     assert dag["params"] == ["email", "end", "flow", "replays", "start"]
     assert dag["schedule"].startswith("NullTimetable")
-    # the form is checked, then the window waited for, then the run begins
-    assert dag["downstream"]["check"] == ["stage_tier", "wait_for_closing"]
-    assert dag["downstream"]["wait_for_closing"] == ["begin"]
-    assert dag["downstream"]["begin"] == ["stage_tier"]
+    # the form is checked, then the window waited for and the run begun, then it is staged
+    assert dag["downstream"]["check"] == ["begin", "stage_tier"]
+    assert dag["downstream"]["begin"] == ["stage_tier", "stage_topic"]
+    assert dag["upstream"]["replay_reconcile"] == ["stage_tier", "stage_topic"]
 
 
 def test_every_reconciliation_waits_deferred_until_its_windows_closing_time(dagbag: dict
                                                                            ) -> None:
     """The closing time is the window's end plus the flow's grace and disorder margin: 10m
     and 5m by default, so the daily window ending 2026-11-21 00:00 is counted from 00:15."""
-    daily = dagbag["dags"]["recon__orders"]["rendered"]["wait_for_closing"]
+    daily = dagbag["dags"]["recon__orders"]["rendered"]["begin"]
     assert daily["target_time"] == "2026-11-21T00:15:00Z"
-    adhoc = dagbag["dags"]["recon_adhoc"]["rendered"]["wait_for_closing"]
+    adhoc = dagbag["dags"]["recon_adhoc"]["rendered"]["begin"]
     assert adhoc["target_time"] == "2026-11-20T06:15:00Z"
-    assert dagbag["dags"]["recon__orders"]["deferrable"] == {"wait_for_closing": True}
+    assert dagbag["dags"]["recon__orders"]["deferrable"] == {"begin": True}
 
 
 def test_snapshot_dag_runs_every_five_minutes_for_every_flow(dagbag: dict) -> None:
