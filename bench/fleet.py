@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.cpu import CpuSampler
 from harness.live import LivePipeline, floor_to
 from harness.services.airflow import AirflowServers, airflow_env
 from harness.services.kafka import KafkaCluster
@@ -178,6 +179,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
     servers.env["KAFKA_RECON_REPLAY_SLOTS"] = str(slots)
     began = datetime.now(UTC)
     timeline: dict[str, dict[str, float]] = {}
+    cpu: dict[str, object] = {}
     try:
         connect.start()
         servers.env["KAFKA_RECON_SPARK_REMOTE"] = connect.url
@@ -191,6 +193,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
             servers.unpause(f"recon__{n}")
         began = datetime.now(UTC)
         ends = began + timedelta(minutes=a.minutes)
+        sampler = CpuSampler().start()  # where the cores go in the measured minutes
         print(f"fleet of {a.flows} flows from {iso_z(began)} to {iso_z(ends)}; work in {work}",
               flush=True)
         while datetime.now(UTC) < ends:
@@ -200,6 +203,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
             print(f"{iso_z(datetime.now(UTC))}: {len(late)} of {len(done)} closed windows "
                   f"have a verdict; slowest {max(late, default=0):.0f} s after closing",
                   flush=True)
+        cpu = sampler.stop()
         # the windows that closed in the measured minutes get as long as the target allows
         # and more to be written; one not written by then is skipped
         settle = datetime.now(UTC) + timedelta(seconds=a.settle)
@@ -221,7 +225,8 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         kafka.stop()
         pg.stop()
     return {**summary(verdicts(work / "runs", names, window, began, ends), a.flows, window,
-                      a.minutes, began), "replay_slots": slots, "task_timeline": timeline}
+                      a.minutes, began), "replay_slots": slots, "task_timeline": timeline,
+            "cpu": cpu}
 
 
 def main(argv: list[str] | None = None) -> int:
