@@ -130,6 +130,67 @@ def layers_md() -> str:
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------ the fields' words
+def attribute_docs(model: type) -> dict[str, str]:
+    """Each field's docstring (the string literal right after its annotation), from the source
+    of the model and the models it extends: what the docs and schemas say of each field.
+
+    Read here, when documents are made, not by pydantic when the models are built
+    (`use_attribute_docstrings`): that reads every model's source at import, a quarter of the
+    CPU an Airflow task spends parsing its DAG file, in every task of every run."""
+    import inspect
+    import textwrap
+
+    from pydantic import BaseModel
+
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError):  # a model made at run time has no source
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) \
+            else []
+        own = {}
+        for first, then in zip(body, body[1:], strict=False):
+            if (isinstance(first, ast.AnnAssign) and isinstance(first.target, ast.Name)
+                    and isinstance(then, ast.Expr) and isinstance(then.value, ast.Constant)
+                    and isinstance(then.value.value, str)):
+                own[first.target.id] = inspect.cleandoc(then.value.value)
+        # a field a class declares again without a docstring says nothing (as pydantic)
+        for stmt in body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                docs.pop(stmt.target.id, None)
+        docs.update(own)
+    return docs
+
+
+def described(model: type, name: str, field: Any) -> str | None:
+    """A field's description: its own (`Field(description=...)`), else its docstring."""
+    return field.description or attribute_docs(model).get(name)
+
+
+def _schema_generator() -> Any:
+    """Pydantic's JSON Schema generator, each model's properties given their fields' words."""
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class Described(GenerateJsonSchema):
+        def model_schema(self, schema: Any) -> Any:
+            out = super().model_schema(schema)
+            cls = schema["cls"]
+            props = out.get("properties", {})
+            for name, field in cls.model_fields.items():
+                prop = props.get(field.alias or name) if self.by_alias else props.get(name)
+                text = described(cls, name, field)
+                if prop is not None and text and "description" not in prop:
+                    prop["description"] = text
+            return out
+
+    return Described
+
+
 # ------------------------------------------------------------------ the files' schemas
 def schemas() -> dict[str, str]:
     """Each run file's JSON Schema, by the name of the file it describes."""
@@ -153,7 +214,8 @@ def schemas() -> dict[str, str]:
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
                   "$id": f"kafka-recon/{name}.schema.json",
                   "description": (model.__doc__ or "").strip().split("\n\n")[0],
-                  **model.model_json_schema(by_alias=True)}
+                  **model.model_json_schema(by_alias=True,
+                                            schema_generator=_schema_generator())}
         out[f"schemas/{name}.schema.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     return out
 
@@ -214,7 +276,7 @@ def _model_table(model: Any, present: Any = None) -> list[str]:
         shown = field.alias or name
         third = _default(field) if present is None else present(model, name, field)
         rows.append(f"| `{shown}` | {_type(field.annotation)} | {third} | "
-                    f"{_cell(field.description)} |")
+                    f"{_cell(described(model, name, field))} |")
     return rows
 
 

@@ -69,8 +69,9 @@ def schedule_of(window: timedelta) -> str | None:
 
 
 class _Strict(BaseModel):
-    # a field's docstring is its description (docs/reference/flow-config.md is made from them)
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # a field's docstring is its description: harness.docs makes
+    # docs/reference/flow-config.md from them, read from the source (not at import)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 EVENT_TIME_FORMATS = ("iso8601", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")

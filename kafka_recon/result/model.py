@@ -44,8 +44,7 @@ AUDIT_KINDS = tuple(k for k, w in KINDS.items() if w.audit)
 
 
 class _Model(Part):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True,
-                              use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
     # fields written only when set (None means "this result does not carry it")
     _optional: frozenset[str] = frozenset()

@@ -24,8 +24,10 @@ Side = Literal["write", "consume", "replication", "process"]
 class Part(BaseModel):
     """A piece of a run file: unknown fields are refused, a typo never passes silently."""
 
-    # a field's docstring is its description (the published schemas and docs/reference)
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+    # a field's docstring is its description in the published schemas and docs/reference;
+    # harness.docs reads it from the source (pydantic's use_attribute_docstrings would read
+    # every model's source at import, in every Airflow task)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
