@@ -44,7 +44,8 @@ def get_provider_info() -> dict[str, Any]:
         "versions": [__version__],
         "integrations": [{"integration-name": "kafka-recon", "tags": ["software"]}],
         "operators": [{"integration-name": "kafka-recon",
-                       "python-modules": ["kafka_recon.airflow.operators.spark_submit"]}],
+                       "python-modules": ["kafka_recon.airflow.operators.begin",
+                                          "kafka_recon.airflow.operators.spark_submit"]}],
         "plugins": [{"name": "kafka_recon",
                      "plugin-class": "kafka_recon.airflow.plugins.reconciliation."
                                      "ReconciliationPlugin"}],
