@@ -118,7 +118,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         before it, and a task of its own would cost the run one more task start."""
         from kafka_recon import orchestrate
 
-        if self.step in GATHERS and (run := self._window_run()) is not None:
+        if self.step in REPLAY_STEPS and (run := self._window_run()) is not None:
             orchestrate.gather_stage(hold(run, run_owner(context)))
 
     def submit_conf(self, flow: Flow | None = None) -> dict[str, str]:
@@ -304,8 +304,9 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         return self._lineage_of_run
 
 
-# the steps that start a window's analysis: their task gathers the staging first
-GATHERS = ("replay", "replay_reconcile")
+# the steps that replay a window's topic: they take --replays, wait in the cluster's pool, and
+# their task gathers the staging first
+REPLAY_STEPS = ("replay", "replay_reconcile")
 
 
 def spark_job(step: str, args: RunArgs, out_task: str = "begin",
@@ -316,7 +317,7 @@ def spark_job(step: str, args: RunArgs, out_task: str = "begin",
     app_args = ["--config", args.config, "--flow", args.flow, "--start", args.start,
                 "--end", args.end, "--out", f"{{{{ ti.xcom_pull(task_ids='{out_task}') }}}}",
                 *(more or [])]
-    if args.replays is not None and step in ("replay", "replay_reconcile"):
+    if args.replays is not None and step in REPLAY_STEPS:
         app_args += ["--replays", args.replays]
     return ReconSparkSubmitOperator(
         task_id=step,
@@ -325,7 +326,7 @@ def spark_job(step: str, args: RunArgs, out_task: str = "begin",
         config=args.config,
         conn_id="spark_default",
         # replays of one cluster wait for a slot of its pool (made on first use, pools.py)
-        pool=args.pool if step in GATHERS else None,
+        pool=args.pool if step in REPLAY_STEPS else None,
         trigger_rule=trigger_rule,
         name=f"kafka-recon-{step}-{args.flow}",
         jars="{{ kafka_recon_spark_jars() }}",
