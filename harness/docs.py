@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import sys
 import types
@@ -131,6 +132,7 @@ def layers_md() -> str:
 
 
 # ------------------------------------------------------------------ the fields' words
+@functools.cache  # asked once per field, read once per model
 def attribute_docs(model: type) -> dict[str, str]:
     """Each field's docstring (the string literal right after its annotation), from the source
     of the model and the models it extends: what the docs and schemas say of each field.
