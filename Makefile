@@ -7,8 +7,8 @@ PY     := $(VENV)/bin/python
 UV     := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
-# the slowest tests are listed after each tier: where `make test`'s 40 minutes go (5 of them
-# are the live-scheduler test's three 2-minute windows)
+# the slowest tests are listed after each tier: where `make test`'s 40 minutes go (4 of them
+# are the live-scheduler test's two 2-minute windows)
 PYTEST_ARGS ?= --durations=15
 # two pytest-xdist workers, a whole module to each at a time (module fixtures start their
 # services once): most of the integration tier is waiting on services, schedulers and JVMs,

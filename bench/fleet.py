@@ -188,7 +188,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         first = floor_to(now, window) - window  # the window each DAG runs first on unpausing
         for p in pipelines.values():
             # that window gets rows as if the pipeline had run through it
-            p.start(prefill=(first, first + window, int(p.rate * window.total_seconds())))
+            p.start(prefill=[(first, first + window, int(p.rate * window.total_seconds()))])
         for n in names:
             servers.unpause(f"recon__{n}")
         began = datetime.now(UTC)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -90,9 +91,10 @@ class LivePipeline:
                                 producer=producer)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, prefill: tuple[datetime, datetime, int] | None = None) -> LivePipeline:
-        """Tables and topic made; `prefill` (start, end, n): n rows of that past span first (a
-        window that closed before the pipeline was watched); then the apps and the writer."""
+    def start(self, prefill: Sequence[tuple[datetime, datetime, int]] = ()) -> LivePipeline:
+        """Tables and topic made; each of `prefill` (start, end, n): n rows of that past span
+        first (windows that closed before the pipeline was watched); then the apps and the
+        writer."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -106,8 +108,7 @@ class LivePipeline:
                 [NewTopic(self.topic, self.partitions, self.replication,
                           config=self.topic_config)]).values():
             fut.result(30)
-        if prefill:
-            start, end, n = prefill
+        for start, end, n in prefill:
             step = (end - start) / (n + 1)
             self._insert([start + step * (k + 1) for k in range(n)])
         self.apps["producer"] = self._producer(self.producer_config)

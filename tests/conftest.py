@@ -9,7 +9,7 @@ import pytest
 # modules go first so that neither worker is left with a long one at the end. Measured on a
 # fresh clone (seconds, one worker); a module not named keeps its place after these.
 SLOWEST_FIRST = (
-    "test_live_scheduler.py",  # ~330: three 2-minute windows under Airflow's own scheduler
+    "test_live_scheduler.py",  # ~220: two 2-minute windows under Airflow's own scheduler
     "test_two_hosts.py",       # ~190: Celery workers in network namespaces, Spark standalone
     "test_install.py",         # ~130: the wheel into two fresh virtualenvs
     "test_airflow_e2e.py",

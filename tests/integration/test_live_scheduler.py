@@ -2,10 +2,11 @@
 its pipeline keeps writing (api-server, scheduler, dag-processor and triggerer, LocalExecutor,
 a PostgreSQL metadata database; no `airflow dags test`, no backfill).
 
-Each window's run starts at the window's end and waits, deferred in the triggerer, for the
-window's closing time (end + grace 60s + disorder 10s); then counts. Two scheduled windows whose
-records reached every tier end ok; the third window, whose sink lost three rows, fails at once
-(no retry, though the shipped retries are on) and its mail names exactly those ids.
+Each window's run starts at the window's end and waits for the window's closing time (end +
+grace 60s + disorder 10s); then counts. Two scheduled windows: the one the scheduler runs first
+on unpausing, whose sink lost three rows, fails at once (no retry, though the shipped retries
+are on) and its mail names exactly those ids; the next one, scheduled while the test watches,
+waits deferred in the triggerer and ends ok with every record of the window in every tier.
 Every setting is the shipped default except the flow's window, grace and disorder.
 """
 
@@ -31,14 +32,30 @@ pytestmark = pytest.mark.integration
 FLOW = "live"
 DAG = f"recon__{FLOW}"
 # 2 minutes: the shortest window whose run (about 90 s of Spark on a busy 2-core machine) ends
-# before the next window's closes and its run starts; three windows take make test about 5
-# minutes. Grace 60 s: the pipeline's rows reach the sink within seconds, and the test needs
-# the time between the third window's end and its closing to take rows from its sink; and a
-# closing time nearer than 20 s when the wait starts is waited for in the task, not deferred
+# before the next window's closes and its run starts; the two windows take make test about 4
+# minutes (a third, once watched here, cost two more and proved nothing the two do not).
+# Grace 60 s: the pipeline's rows reach the sink within seconds; and a closing time nearer than
+# 20 s when the wait starts is waited for in the task, not deferred
 # (kafka_recon.airflow.sensors.closing), while this test watches a deferral
 WINDOW = timedelta(minutes=2)
 CLOSING = timedelta(seconds=70)  # grace 60s + disorder 10s
 LOST = 3
+PREFILLED = 40
+# the pipeline starts at least this long before a window's end, so that the window scheduled
+# while the test watches has rows of its own
+WATCHED_FROM = timedelta(seconds=30)
+
+
+def _lose_in_sink(pipeline: LivePipeline, start: datetime, end: datetime) -> list[int]:
+    """Once the sink has loaded every prefilled row of [start, end), three of them go (a bad
+    load): the window's consume-side loss, exactly these ids."""
+    deadline = time.monotonic() + 120
+    while len(in_sink := pipeline.ids("dst", start, end)) < PREFILLED:
+        assert time.monotonic() < deadline, f"the sink holds {len(in_sink)} of {PREFILLED}"
+        time.sleep(0.5)
+    lost = in_sink[1:1 + LOST * 7:7]
+    pipeline.lose_in_sink(lost)
+    return lost
 
 
 def _when(t: str) -> datetime:
@@ -46,8 +63,11 @@ def _when(t: str) -> datetime:
 
 
 class Live:
-    def __init__(self, work: Path, airflow: AirflowServers, pipeline: LivePipeline) -> None:
+    def __init__(self, work: Path, airflow: AirflowServers, pipeline: LivePipeline,
+                 lost: dict[datetime, list[int]], watched: datetime) -> None:
         self.work, self.airflow, self.pipeline = work, airflow, pipeline
+        self.lost = lost        # each prefilled window's start: the ids its sink lost
+        self.watched = watched  # the start of the window scheduled while the test watches
         self.token = airflow.token()
 
     def api(self, path: str) -> Any:
@@ -85,96 +105,112 @@ def live(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFa
         database_url=postgres.create_database("airflow_live"))
     try:
         servers.start()
-        # the window the scheduler runs first on unpausing (the latest that has ended) gets
-        # rows of its own, as if the pipeline had run through it; then it runs without pause
+        # the window the scheduler runs first on unpausing is the latest that had ended when
+        # the DAG was parsed (a boundary may have passed since); it and every window after it
+        # that has ended get rows of their own, as if the pipeline had run through them, and
+        # their sink loses three rows of each before they are counted. Then the pipeline runs
+        # without pause, starting early enough in a window for it to have rows of its own.
+        first = _first_window(servers)
         now = datetime.now(UTC)
-        first = floor_to(now, WINDOW) - WINDOW
-        pipeline.start(prefill=(first, first + WINDOW, 40))
+        if floor_to(now, WINDOW) + WINDOW - now < WATCHED_FROM:
+            time.sleep((floor_to(now, WINDOW) + WINDOW - now).total_seconds() + 1)
+            now = datetime.now(UTC)
+        watched = floor_to(now, WINDOW)
+        assert first + WINDOW <= watched, (first, now)
+        prefilled = [first + WINDOW * k for k in range((watched - first) // WINDOW)]
+        pipeline.start(prefill=[(w, w + WINDOW, PREFILLED) for w in prefilled])
+        lost = {w: _lose_in_sink(pipeline, w, w + WINDOW) for w in prefilled}
         servers.unpause(DAG)
-        yield Live(work, servers, pipeline)
+        yield Live(work, servers, pipeline, lost, watched)
     finally:
         servers.stop()
         pipeline.stop()
         mail.stop()
 
 
+def _first_window(servers: AirflowServers) -> datetime:
+    """The start of the window the scheduler will run first on unpausing, once the
+    dag-processor has parsed the DAG."""
+    deadline = time.monotonic() + 180
+    while True:
+        code, body = servers.api("GET", f"/dags/{DAG}")
+        if code == 200 and body.get("next_dagrun_data_interval_start"):
+            return _when(body["next_dagrun_data_interval_start"])
+        assert time.monotonic() < deadline, ("the DAG was not parsed", code, body)
+        time.sleep(2)
+
+
 @pytest.fixture(scope="module")
 def windows(live: Live) -> dict[str, Any]:
-    """Three scheduled windows run to their end; the third one's sink loses rows between the
-    window's end and its closing time. Returns the runs, the states each run's wait was seen
-    in, and the lost ids."""
-    deadline = time.monotonic() + 25 * 60
+    """The scheduled windows run to their end, up to the one scheduled while the test watched.
+    Returns the first and the watched one's runs, and the states each run's wait was seen in."""
+    deadline = time.monotonic() + 20 * 60
     seen: dict[str, set[str]] = {}
-    lost: list[int] = []
     while True:
-        runs = live.scheduled_runs()[:3]
+        runs = live.scheduled_runs()
         for r in runs:
             if r["state"] not in ("success", "failed"):
                 state = live.task(r["dag_run_id"], "begin")["state"]
                 seen.setdefault(r["dag_run_id"], set()).add(str(state))
-        if len(runs) >= 2 and not lost:
-            third_start = _when(runs[1]["data_interval_end"])
-            third_end = third_start + WINDOW
-            if datetime.now(UTC) >= third_end + timedelta(seconds=15):
-                # the rows the sink holds for the third window by now; three of them go
-                in_sink = live.pipeline.ids("dst", third_start, third_end)
-                assert len(in_sink) > 10, f"the sink holds {len(in_sink)} rows of the window"
-                lost = in_sink[1:1 + LOST * 7:7]
-                live.pipeline.lose_in_sink(lost)
-                assert datetime.now(UTC) < third_end + CLOSING, \
-                    "the sink lost its rows after the window had closed: too late to count"
-        if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs):
-            return {"runs": runs, "seen": seen, "lost": lost}
+        upto = [r for r in runs if _when(r["data_interval_start"]) <= live.watched]
+        if upto and _when(upto[-1]["data_interval_start"]) == live.watched \
+                and all(r["state"] in ("success", "failed") for r in upto):
+            return {"first": upto[0], "watched": upto[-1], "seen": seen}
         assert time.monotonic() < deadline, (runs, seen, live.airflow.home)
         time.sleep(1)
 
 
-def test_two_scheduled_windows_wait_deferred_for_their_closing_time_and_end_ok(
+def test_a_window_scheduled_while_watched_waits_deferred_for_its_closing_time_and_ends_ok(
         live: Live, windows: dict[str, Any]) -> None:
-    first, second, _ = windows["runs"]
-    for run in (first, second):
-        assert run["state"] == "success", run
-        result = live.result(run)
-        assert result["status"] == "ok", result["reasons"]
-        start, end = _when(run["data_interval_start"]), _when(run["data_interval_end"])
-        assert end - start == WINDOW
-        upstream = len(live.pipeline.ids("src", start, end))
-        assert upstream > 0
-        # every record of the window in every tier: none missing, none extra
-        assert {t["name"]: t["count"] for t in result["tiers"]} == {
-            "orders_db": upstream, "orders_topic": upstream, "warehouse": upstream}
-        wait = live.task(run["dag_run_id"], "begin")
-        # the count began only after the closing time
-        assert _when(wait["end_date"]) >= end + CLOSING
-    # the window that was scheduled while the test watched waited in the triggerer
-    assert "deferred" in windows["seen"][second["dag_run_id"]], windows["seen"]
+    run = windows["watched"]
+    assert run["state"] == "success", run
+    result = live.result(run)
+    assert result["status"] == "ok", result["reasons"]
+    start, end = _when(run["data_interval_start"]), _when(run["data_interval_end"])
+    assert end - start == WINDOW
+    upstream = len(live.pipeline.ids("src", start, end))
+    assert upstream > 0
+    # every record of the window in every tier, written while it ran: none missing, none extra
+    assert {t["name"]: t["count"] for t in result["tiers"]} == {
+        "orders_db": upstream, "orders_topic": upstream, "warehouse": upstream}
+    # it waited in the triggerer, and the count began only after the closing time
+    assert "deferred" in windows["seen"][run["dag_run_id"]], windows["seen"]
+    wait = live.task(run["dag_run_id"], "begin")
+    assert _when(wait["end_date"]) >= end + CLOSING
 
 
 def test_the_replays_wait_in_their_clusters_pool_which_the_scheduler_made_on_first_use(
         live: Live, windows: dict[str, Any]) -> None:
-    replay = live.task(windows["runs"][0]["dag_run_id"], "replay_reconcile")
-    pool = replay["pool"]
-    assert pool.startswith("kafka_recon__") and replay["state"] == "success", replay
+    for run in (windows["first"], windows["watched"]):
+        replay = live.task(run["dag_run_id"], "replay_reconcile")
+        pool = replay["pool"]
+        assert pool.startswith("kafka_recon__") and replay["state"] == "success", replay
     made = live.api(f"/pools/{pool}")
     assert made["slots"] == 2, made  # KAFKA_RECON_REPLAY_SLOTS' default
 
 
 def test_a_window_whose_sink_lost_rows_fails_at_once_and_mails_the_ids(
         live: Live, windows: dict[str, Any]) -> None:
-    run = windows["runs"][2]
+    run = windows["first"]
+    start = _when(run["data_interval_start"])
+    assert start in live.lost, ("the first scheduled window was not prefilled", run)
     assert run["state"] == "failed"
     result = live.result(run)
     assert result["status"] == "findings"
+    assert {t["name"]: t["count"] for t in result["tiers"]} == {
+        "orders_db": PREFILLED, "orders_topic": PREFILLED, "warehouse": PREFILLED - LOST}
     [loss] = [f for f in result["findings"] if f["kind"] == "loss"]
     assert (loss["side"], loss["hop"], loss["count"]) == (
         "consume", "orders_topic->warehouse", LOST)
+    wait = live.task(run["dag_run_id"], "begin")
+    end = _when(run["data_interval_end"])
+    assert _when(wait["end_date"]) >= end + CLOSING
     # the shipped retries are on, yet a window's answer is not retried
     for task_id in ("validate", "verdict"):
         ti = live.task(run["dag_run_id"], task_id)
         assert (ti["state"], ti["try_number"]) == ("failed", 1), ti
         assert ti["max_tries"] >= 2, ti
-    start, end = _when(run["data_interval_start"]), _when(run["data_interval_end"])
     subject = f"[kafka-recon] {FLOW} {iso_z(start)}..{iso_z(end)}: FINDINGS"
     [mail] = [m for m in read_maildir(live.work / "mail") if m["Subject"] == subject]
     [ids] = list(mail.iter_attachments())
-    assert sorted(int(i) for i in ids.get_content().split()[1:]) == windows["lost"]
+    assert sorted(int(i) for i in ids.get_content().split()[1:]) == live.lost[start]
