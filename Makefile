@@ -12,9 +12,10 @@ MVN    := mvn -q -B -s jvm/settings.xml -f jvm/pom.xml
 PYTEST_ARGS ?= --durations=15
 # two pytest-xdist workers, a whole module to each at a time (module fixtures start their
 # services once): most of the integration tier is waiting on services, schedulers and JVMs,
-# so two at once on 2 cores take about two thirds of the time one does
+# so two at once on 2 cores take about two thirds of the time one does. The modules go out
+# slowest first (tests/conftest.py), which xdist's own reordering by test count would undo
 # (docs/development.md, "Running the tests")
-WORKERS ?= -n 2 --dist loadfile
+WORKERS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: all setup venv jars reader classes demo ui docs docs-site wheel drill drill-secured soak test test-unit test-integration lint lock clean bench bench-fleet postgres chromium prometheus redis mariadb
 
