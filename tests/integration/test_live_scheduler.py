@@ -5,7 +5,7 @@ a PostgreSQL metadata database; no `airflow dags test`, no backfill).
 Each window's run starts at the window's end and waits for the window's closing time (end +
 grace 60s + disorder 10s); then counts. Two scheduled windows: the one the scheduler runs first
 on unpausing, whose sink lost three rows, fails at once (no retry, though the shipped retries
-are on) and its mail names exactly those ids; the next one, scheduled while the test watches,
+are on) and its mail names exactly those ids; a later one, scheduled while the test watches,
 waits deferred in the triggerer and ends ok with every record of the window in every tier.
 Every setting is the shipped default except the flow's window, grace and disorder.
 """
