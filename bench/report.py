@@ -86,7 +86,10 @@ def step_table(size: dict[str, Any]) -> list[str]:
     per: dict[str, dict[str, float]] = {}
     jobs: dict[str, str] = {}
     for k in cols:
-        runs = size["results"][k].get("timings") or []
+        # timings.json keeps its steps under `laps` since it became a typed file; older
+        # results hold them at the top
+        runs = [t.get("laps", t) | {"spark_jobs": t["spark_jobs"]} if "spark_jobs" in t
+                else t.get("laps", t) for t in size["results"][k].get("timings") or []]
         steps = sorted({s for t in runs for s, v in t.items() if isinstance(v, int | float)})
         per[k] = {s: statistics.median(t[s] for t in runs if s in t) for s in steps}
         counts = [t["spark_jobs"]["total"] for t in runs if "spark_jobs" in t]

@@ -126,3 +126,15 @@ def test_the_slope_target_names_the_floor_when_it_was_measured() -> None:
     assert "| Spark start | 3.00 |" in report.floor_table(d["sizes"][0])
     # the same seconds at both sizes: no read grows with the data
     assert "| topic r1 | 0.00 | 2.00 |" in report.floor_slopes(d)
+
+
+def test_the_step_table_reads_the_laps_of_a_typed_timings_file_and_of_an_older_one() -> None:
+    typed = {"schema_version": 1, "laps": {"replay": 20.0, "reconcile": 40.0},
+             "spark_jobs": {"replay": 2, "reconcile": 10, "total": 12}}
+    older = {"replay": 30.0, "reconcile": 50.0, "spark_jobs": {"total": 14}}
+    lines = report.step_table(size(1_000_000, d_kafka_recon={**reader(60), "timings": [typed]},
+                                   g_kafka_recon_before={**reader(80), "timings": [older]}))
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
+    assert set(rows) == {"replay", "reconcile", "Spark jobs"}, lines
+    assert rows["replay"] == "| replay | 30.0 | 20.0 |"
+    assert rows["Spark jobs"] == "| Spark jobs | 14 | 12 |"
