@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kafka_recon.runfiles.outcomes import Timings
 from kafka_recon.settings import REPO_ROOT
 
 NAMES = {"a_kafka_consumer_perf": "a. Kafka ConsumerPerformance (bare read)",
@@ -86,13 +87,13 @@ def step_table(size: dict[str, Any]) -> list[str]:
     per: dict[str, dict[str, float]] = {}
     jobs: dict[str, str] = {}
     for k in cols:
-        # timings.json keeps its steps under `laps` since it became a typed file; older
-        # results hold them at the top
-        runs = [t.get("laps", t) | {"spark_jobs": t["spark_jobs"]} if "spark_jobs" in t
-                else t.get("laps", t) for t in size["results"][k].get("timings") or []]
-        steps = sorted({s for t in runs for s, v in t.items() if isinstance(v, int | float)})
-        per[k] = {s: statistics.median(t[s] for t in runs if s in t) for s in steps}
-        counts = [t["spark_jobs"]["total"] for t in runs if "spark_jobs" in t]
+        # read as a run reads its own timings.json: an older result's (the steps at the top,
+        # version 0) upgraded to the typed file's `laps`
+        runs = [Timings.parse(t, f"{k}'s timings") for t in size["results"][k].get("timings")
+                or []]
+        steps = sorted({s for t in runs for s in t.laps})
+        per[k] = {s: statistics.median(t.laps[s] for t in runs if s in t.laps) for s in steps}
+        counts = [t.spark_jobs["total"] for t in runs if t.spark_jobs]
         jobs[k] = str(int(statistics.median(counts))) if counts else "not counted"
     order = ["stage", "replay", "reconcile", "validate", "report"]
     steps = sorted({s for k in cols for s in per[k]},
