@@ -112,8 +112,8 @@ def live(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFa
         # without pause, starting early enough in a window for it to have rows of its own.
         first = _first_window(servers)
         now = datetime.now(UTC)
-        if floor_to(now, WINDOW) + WINDOW - now < WATCHED_FROM:
-            time.sleep((floor_to(now, WINDOW) + WINDOW - now).total_seconds() + 1)
+        if (left := floor_to(now, WINDOW) + WINDOW - now) < WATCHED_FROM:
+            time.sleep(left.total_seconds() + 1)
             now = datetime.now(UTC)
         watched = floor_to(now, WINDOW)
         assert first + WINDOW <= watched, (first, now)
