@@ -3,16 +3,18 @@
 Out of a topic, the lost and re-delivered records' runs of offsets (`runs_of`, over the topic's
 records ranked per partition, `rank_topic`); into a topic, the lost records' shape in the
 upstream's own order (`upstream_runs`), and the timestamps of a duplicate's copies
-(`copies_of`). `summaries` turns every hop's tables into the typed evidence of reconcile.json
-(kafka_recon.runfiles.aggregates), a few rows each."""
+(`copies_of`). What each hop needs is asked (`evidence_asks`); every table asked of one topic
+is read in one pass over it (`read_off_topic`); `summaries` turns every hop's tables into the
+typed evidence of reconcile.json (kafka_recon.runfiles.aggregates), a few rows each."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 
@@ -63,13 +65,33 @@ def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
     records, first_ts, last_ts), a run being consecutive window records of one partition
     (`ranked`: `rank_topic`'s). An id at several offsets (a topic duplicate) marks each.
     """
-    hit = ranked.join(marked.select("id").distinct(), "id", "left_semi")
-    island = F.col("rank") - F.row_number().over(W.partitionBy("partition").orderBy("rank"))
-    return (hit.withColumn("island", island).groupBy("partition", "island")
-            .agg(F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
-                 F.count(F.lit(1)).alias("records"), F.min("kafka_ts").alias("first_ts"),
-                 F.max("kafka_ts").alias("last_ts"))
+    return _runs(ranked.join(marked.select("id").distinct(), "id", "left_semi"))
+
+
+def _runs(hit: DataFrame, *by: str) -> DataFrame:
+    """`runs_of` over the topic's records already matched (`hit`), per `by` and partition."""
+    return (_islands(hit, *by).groupBy(*by, "partition", "island").agg(*_run_columns())
             .drop("island"))
+
+
+def _islands(hit: DataFrame, *by: str) -> DataFrame:
+    """Each matched record with its run (`island`): consecutive ranks share one."""
+    island = F.col("rank") - F.row_number().over(W.partitionBy(*by, "partition").orderBy("rank"))
+    return hit.withColumn("island", island)
+
+
+def _run_columns() -> list[Column]:
+    """A run's columns as aggregates of its records."""
+    return [F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+            F.count(F.lit(1)).alias("records"), F.min("kafka_ts").alias("first_ts"),
+            F.max("kafka_ts").alias("last_ts")]
+
+
+def _copies_columns() -> list[Column]:
+    """A duplicate's columns (`copies_of`) as aggregates of its copies."""
+    # min == max: one timestamp for every copy, without a distinct count's extra shuffle
+    return [(F.min("kafka_ts") == F.max("kafka_ts")).cast("long").alias("same"),
+            F.max((F.col("kafka_ts") == F.col("event_time")).cast("long")).alias("stamped")]
 
 
 def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False) -> DataFrame:
@@ -86,17 +108,19 @@ def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False) -
     # a record's rank in two levels, so that no single task sorts the whole window: the
     # records of the minutes before its own (a row per minute), plus its place within its
     # minute. Only the minutes holding a marked record are sorted: the others' ranks are
-    # never read, and a loss of a few batches touches few minutes of a day
+    # never read, and a loss of a few batches touches few minutes of a day. One pass over
+    # the records counts each minute's and says which hold a marked one; a second ranks
+    # the records of those
     firsts = firsts.withColumn("minute", F.date_trunc("minute", F.col("event_time")))
-    minutes = firsts.join(hit, "id", "left_semi").select("minute").distinct()
-    local = firsts.join(F.broadcast(minutes), "minute", "left_semi").withColumn(
-        "local", F.row_number().over(W.partitionBy("minute").orderBy("event_time", "id")))
-    before = (firsts.groupBy("minute").agg(F.count(F.lit(1)).alias("n"))
-              .select("minute", F.coalesce(F.sum("n").over(
-                  W.orderBy("minute").rowsBetween(W.unboundedPreceding, -1)), F.lit(0))
-                  .alias("before")))
-    ranked = local.join(F.broadcast(before), "minute").select(
-        "id", "event_time", (F.col("before") + F.col("local")).alias("rank"))
+    per_minute = (firsts.join(hit.withColumn("marked", F.lit(True)), "id", "left")
+                  .groupBy("minute").agg(F.count(F.lit(1)).alias("n"),
+                                         F.max(F.col("marked").isNotNull()).alias("marked")))
+    before = per_minute.select("minute", "marked", F.coalesce(F.sum("n").over(
+        W.orderBy("minute").rowsBetween(W.unboundedPreceding, -1)), F.lit(0)).alias("before")
+    ).where(F.col("marked"))
+    ranked = firsts.join(F.broadcast(before), "minute").select(
+        "id", "event_time", (F.col("before") + F.row_number().over(
+            W.partitionBy("minute").orderBy("event_time", "id"))).alias("rank"))
     hit_ranked = ranked.join(hit, "id", "left_semi")
     island = F.col("rank") - F.row_number().over(W.orderBy("rank"))
     return (hit_ranked.withColumn("island", island).groupBy("island")
@@ -111,12 +135,60 @@ def copies_of(dup: DataFrame, topic_records: DataFrame) -> DataFrame:
     (`same`: the producer sent the very same record again, as a client retry keeps the
     original's CreateTime) and whether a copy carries its event time as its timestamp
     (`stamped`: a producer that stamps records itself, when equal timestamps prove nothing)."""
-    # min == max: one timestamp for every copy, without a distinct count's extra shuffle
     return (topic_records.join(dup.select("id").distinct(), "id", "left_semi")
-            .groupBy("id").agg((F.min("kafka_ts") == F.max("kafka_ts")).cast("long")
-                               .alias("same"),
-                               F.max((F.col("kafka_ts") == F.col("event_time")).cast("long"))
-                               .alias("stamped")))
+            .groupBy("id").agg(*_copies_columns()))
+
+
+@dataclass(frozen=True)
+class Tagged(Generic[K]):
+    """Several evidence tables in one frame: each row carries its table's place (`of`) in
+    `tables`, which holds each table's key and kind (the key None: read, but not asked for)."""
+
+    frame: DataFrame
+    tables: list[tuple[K | None, str]]
+
+
+def read_off_topic(ranked: DataFrame, asks: dict[K, tuple[str, DataFrame]]) -> Tagged[K]:
+    """Every evidence table asked of one topic, read in one pass over its records (`ranked`:
+    `rank_topic`'s): by key, its kind ("runs": `runs_of`, "copies": `copies_of`) and its
+    marked ids.
+
+    A table per hop and kind would scan the topic once each (a hop into the topic and the hop
+    out of it ask four tables between them), each after a job of its own that broadcasts its
+    ids. Here every ask's ids are tagged and broadcast together, the topic's records matched
+    once, and both kinds read off that one match in one aggregation: every tag's runs, and
+    (when copies are asked) every tag's copies, the tables not asked for left out by
+    `summaries`."""
+    sets: list[DataFrame] = []   # the distinct marked sets: a hop's duplicates ask two tables
+    place: dict[K, tuple[str, int]] = {}
+    for key, (kind, marked) in asks.items():
+        tag = next((t for t, m in enumerate(sets) if m is marked), len(sets))
+        if tag == len(sets):
+            sets.append(marked)
+        place[key] = (kind, tag)
+    n = len(sets)
+    tagged = reduce_union([m.select("id", F.lit(t).alias("of"))
+                           for t, m in enumerate(sets)]).distinct()
+    hit = ranked.join(tagged, "id")
+    tables: list[tuple[K | None, str]] = [(None, "runs")] * n
+    if not any(kind == "copies" for kind, _ in place.values()):
+        frame = _shaped(_runs(hit, "of"), F.col("of"))
+    else:
+        # both kinds in one aggregation (grouping sets): two aggregations of one match would
+        # each scan the topic
+        tables += [(None, "copies")] * n
+        rows = _islands(hit, "of").groupingSets(
+            [("of", "partition", "island"), ("of", "id")], "of", "partition", "island", "id"
+        ).agg(*_run_columns(), *_copies_columns(), F.grouping("id").alias("is_run"))
+        run = F.col("is_run") == 1
+        frame = _shaped(rows.select(
+            *[F.when(run, F.col(c)).alias(c) for c in
+              ("partition", "first_offset", "last_offset", "records", "first_ts", "last_ts")],
+            *[F.when(~run, F.col(c)).alias(c) for c in ("id", "same", "stamped")],
+            F.when(run, F.col("of")).otherwise(F.col("of") + n).alias("of")), F.col("of"))
+    for key, (kind, tag) in place.items():
+        tables[tag + (n if kind == "copies" else 0)] = (key, kind)
+    return Tagged(frame, tables)
 
 
 MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
@@ -136,20 +208,35 @@ EVIDENCE_COLUMNS = {
     "stamped": "long"}
 
 
-def summaries(tables: dict[K, DataFrame]) -> dict[K, Evidence]:
+def _kind(table: DataFrame) -> str:
+    """An evidence table's kind, told by its columns."""
+    return "copies" if "same" in table.columns else \
+        "upstream" if "first_id" in table.columns else "runs"
+
+
+def _shaped(table: DataFrame, of: Column) -> DataFrame:
+    """An evidence table's rows in every table's columns (`EVIDENCE_COLUMNS`), tagged `of`."""
+    return table.select(*[(F.col(c) if c in table.columns else F.lit(None)).cast(t).alias(c)
+                          for c, t in EVIDENCE_COLUMNS.items()], of.alias("of"))
+
+
+def summaries(tables: dict[K, DataFrame], tagged: Sequence[Tagged[K]] = ()
+              ) -> dict[K, Evidence]:
     """Every evidence table of a run summarised in one Spark job, whatever hops need them:
     for runs, their totals and the largest (at most MAX_RUNS rows each to the driver); for
     copies (`copies_of`), how many ids, how many under one timestamp, how many stamped with
-    their event time. A table's kind is told by its columns."""
-    if not tables:
+    their event time. `tables` one by one (a table's kind told by its columns), `tagged`
+    several in one frame (`read_off_topic`)."""
+    parts = [Tagged(_shaped(df, F.lit(0)), [(k, _kind(df))]) for k, df in tables.items()]
+    parts += tagged
+    if not parts:
         return {}
-    keys = list(tables)  # each table tagged by its place among them
-    kinds = ["copies" if "same" in df.columns else "upstream" if "first_id" in df.columns
-             else "runs" for df in tables.values()]
-    rows = reduce_union([
-        df.select(*[(F.col(c) if c in df.columns else F.lit(None)).cast(t).alias(c)
-                    for c, t in EVIDENCE_COLUMNS.items()], F.lit(i).alias("of"))
-        for i, df in enumerate(tables.values())])
+    slots: list[tuple[K | None, str]] = []  # every table's key and kind, by its place (`of`)
+    frames = []
+    for part in parts:
+        frames.append(part.frame.withColumn("of", F.col("of") + len(slots)))
+        slots += part.tables
+    rows = reduce_union(frames)
     every = W.partitionBy("of")
     order = every.orderBy(F.desc("records"), "partition", "first_offset", "first_time",
                           "first_id")
@@ -166,11 +253,14 @@ def summaries(tables: dict[K, DataFrame]) -> dict[K, Evidence]:
         F.sum("same").over(every).alias("t_same"),
         F.sum("stamped").over(every).alias("t_stamped"),
     ).where((F.col("n") == 1) | (F.col("records").isNotNull() & (F.col("n") <= MAX_RUNS)))
-    out: dict[K, dict[str, Any]] = {k: _empty_summary(kind)
-                                    for k, kind in zip(keys, kinds, strict=True)}
+    out: dict[K, dict[str, Any]] = {k: _empty_summary(kind) for k, kind in slots
+                                    if k is not None}
     # a few rows per table, put in order here: a sort by Spark would cost a job of its own
     for r in sorted(kept.collect(), key=lambda r: (r["of"], r["n"])):
-        kind, into = kinds[r["of"]], out[keys[r["of"]]]
+        key, kind = slots[r["of"]]
+        if key is None:
+            continue
+        into = out[key]
         if kind == "copies":
             into.update(ids=int(r["t_rows"]), same_timestamp=int(r["t_same"] or 0),
                         stamped_with_event_time=int(r["t_stamped"] or 0))
@@ -191,8 +281,7 @@ def summaries(tables: dict[K, DataFrame]) -> dict[K, Evidence]:
              "last_offset": int(r["last_offset"]), "records": int(r["records"]),
              "first_ts": _iso(r["first_ts"]), "last_ts": _iso(r["last_ts"])})
     model: dict[str, type[Evidence]] = {"copies": Stamps, "upstream": Shape, "runs": Runs}
-    return {k: model[kind].model_validate(out[k])
-            for k, kind in zip(keys, kinds, strict=True)}
+    return {k: model[kind].model_validate(out[k]) for k, kind in slots if k is not None}
 
 
 def _empty_summary(kind: str) -> dict[str, Any]:
@@ -209,35 +298,43 @@ def _iso(t: datetime | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else None
 
 
-def evidence_tables(hop: HopTally, a: Point, b: Point, found: dict[str, DataFrame],
-                    ranked_a: Callable[[], DataFrame], ranked_b: Callable[[], DataFrame],
-                    upstream: DataFrame, unique: bool = False) -> dict[str, DataFrame]:
-    """The evidence of a cause, for a hop with findings (kafka_recon.result.causes reads it):
-    out of a topic, where the lost and re-delivered records sit in it; into a topic, the lost
-    records' shape in the upstream's own order (the upstream's ranks, when it is a topic
-    too), and where the copies of a duplicate sit in the topic and under which timestamps.
-    `ranked_a` and `ranked_b` give each end's records ranked per partition, when it is a topic
-    (ranked once for every hop that needs them). Returns the evidence tables to summarise
-    under the hop's keys (`summaries`, every hop's in one job). `unique`: the upstream holds
-    each id once (`upstream_runs`)."""
-    runs: dict[str, DataFrame] = {}
+@dataclass(frozen=True)
+class Ask:
+    """An evidence table a hop needs, of its `marked` ids: their runs in a topic ("runs"), the
+    stamps of their copies in it ("copies"), or their shape in the upstream's own order
+    ("upstream"); `end` says whose records it reads, the hop's first ("a") or last ("b")."""
+
+    kind: str
+    end: str
+    marked: DataFrame
+
+
+def evidence_asks(hop: HopTally, a: Point, b: Point, found: dict[str, DataFrame]
+                  ) -> dict[str, Ask]:
+    """The evidence of a cause a hop with findings needs (kafka_recon.result.causes reads it),
+    under the hop's keys: out of a topic, where the lost and re-delivered records sit in it;
+    into a topic, the lost records' shape in the upstream's own order (the upstream's runs,
+    when it is a topic too), and where the copies of a duplicate sit in the topic and under
+    which timestamps. Every hop's asks are read together: each topic's in one pass
+    (`read_off_topic`), all summarised in one job (`summaries`)."""
+    asks: dict[str, Ask] = {}
     if isinstance(b.tier, KafkaTier):
         if hop.missing:
             if isinstance(a.tier, KafkaTier):  # from a topic: where the lost records sat
-                runs["missing_runs"] = runs_of(found["missing"], ranked_a())
+                asks["missing_runs"] = Ask("runs", "a", found["missing"])
             else:
-                runs["missing_shape"] = upstream_runs(found["missing"], upstream, unique)
+                asks["missing_shape"] = Ask("upstream", "a", found["missing"])
         if hop.duplicate:
-            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_b())
-            runs["duplicate_stamps"] = copies_of(found["duplicate"], ranked_b())
+            asks["duplicate_runs"] = Ask("runs", "b", found["duplicate"])
+            asks["duplicate_stamps"] = Ask("copies", "b", found["duplicate"])
         if hop.unexpected:
-            runs["unexpected_runs"] = runs_of(found["unexpected"], ranked_b())
+            asks["unexpected_runs"] = Ask("runs", "b", found["unexpected"])
     elif isinstance(a.tier, KafkaTier):
         if hop.missing:
-            runs["missing_runs"] = runs_of(found["missing"], ranked_a())
+            asks["missing_runs"] = Ask("runs", "a", found["missing"])
         if hop.duplicate:
-            runs["duplicate_runs"] = runs_of(found["duplicate"], ranked_a())
-    return runs
+            asks["duplicate_runs"] = Ask("runs", "a", found["duplicate"])
+    return asks
 
 
 def inside_upstream(unexpected: DataFrame, upstream: DataFrame) -> int | None:

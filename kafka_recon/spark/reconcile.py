@@ -19,7 +19,6 @@ Only per-bucket counts and the largest runs reach the driver; the step returns t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,11 +42,13 @@ from kafka_recon.sources.table import TableRead
 from kafka_recon.sources.topic import PartitionRange, retention_cut
 from kafka_recon.spark.compare import compare, ids_of, late, marks, missing
 from kafka_recon.spark.evidence import (
-    evidence_tables,
+    evidence_asks,
     inside_upstream,
     needs_sort,
     rank_topic,
+    read_off_topic,
     summaries,
+    upstream_runs,
 )
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files, write_ids
 from kafka_recon.spark.read import (
@@ -256,19 +257,19 @@ def hop_tallies(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts,
     evidence of causes of each hop with findings, summarised in one job."""
     ranks: dict[int, DataFrame] = {}
 
-    def ranked(k: int) -> Callable[[], DataFrame]:
+    def ranked(k: int) -> DataFrame:
         """A topic's records ranked per partition: ranked once, for every hop."""
-        def get() -> DataFrame:
-            if k not in ranks:
-                ranks[k] = rank_topic(ids.records[k], counts.spans[k])
-                if needs_sort(counts.spans[k]):  # a sort is worth keeping for every hop
-                    ranks[k] = ids.keep(ranks[k])
-            return ranks[k]
-        return get
+        if k not in ranks:
+            ranks[k] = rank_topic(ids.records[k], counts.spans[k])
+            if needs_sort(counts.spans[k]):  # a sort is worth keeping for every hop
+                ranks[k] = ids.keep(ranks[k])
+        return ranks[k]
 
     points = flow.points
     hops: list[HopTally] = []
-    tables: dict[tuple[int, str], DataFrame] = {}
+    shapes: dict[tuple[int, str], DataFrame] = {}
+    # by topic slot: what every hop asks of its records, read off them in one pass
+    of_topic: dict[int, dict[tuple[int, str], tuple[str, DataFrame]]] = {}
     for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
         if i not in counts.hop_at:
             hops.append(counted_hop(flow, a, b, tiers[i], tiers[i + 1]))
@@ -279,11 +280,15 @@ def hop_tallies(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts,
             hop.unexpected_inside = inside_upstream(found["unexpected"],
                                                     ids.records[ids.slot[i]])
         hops.append(hop)
-        tables.update({(i, key): df for key, df in evidence_tables(
-            hop, a, b, found, ranked(ids.slot[i]), ranked(ids.slot[i + 1]),
-            ids.records[ids.slot[i]],
-            unique=tiers[i].count == tiers[i].distinct).items()})
-    for (at, key), summary in summaries(tables).items():
+        for key, ask in evidence_asks(hop, a, b, found).items():
+            k = ids.slot[i] if ask.end == "a" else ids.slot[i + 1]
+            if ask.kind == "upstream":
+                shapes[(i, key)] = upstream_runs(ask.marked, ids.records[k],
+                                                 unique=tiers[i].count == tiers[i].distinct)
+            else:
+                of_topic.setdefault(k, {})[(i, key)] = (ask.kind, ask.marked)
+    for (at, key), summary in summaries(shapes, [read_off_topic(ranked(k), asks)
+                                                 for k, asks in of_topic.items()]).items():
         setattr(hops[at], key, summary)
     return hops
 

@@ -172,3 +172,36 @@ def test_evidence_tables_of_every_kind_summarised_together_say_what_each_says_al
     assert together["none"] == {"runs": 0, "records": 0, "partitions": 0, "largest": []}
     assert together["no_shape"]["runs"] == 0 and together["no_shape"]["largest"] == []
     assert together["no_copies"]["ids"] == 0
+
+
+def test_every_table_asked_of_one_topic_is_read_in_one_pass_and_says_what_it_says_alone(
+        spark: SparkSession) -> None:
+    rows = [(str(i), at(i), i % 2, i // 2, at(i)) for i in range(12)]
+    rows += [("3", at(3), 1, 40, at(3)), ("4", at(4), 0, 41, at(30))]  # two copies
+    topic = spark.createDataFrame(rows, TOPIC).cache()
+    ranked = ev.rank_topic(topic)
+    lost = table(spark, [(str(i), None) for i in (1, 3, 5, 6, 8, 9, 11)])
+    dup = table(spark, [("3", None), ("4", None)])
+    empty = table(spark, [])
+    # a hop into the topic and the hop out of it: the duplicates' one set asks two tables
+    asks = {"lost": ("runs", lost), "dup_runs": ("runs", dup), "dup_stamps": ("copies", dup),
+            "none": ("runs", empty), "no_copies": ("copies", empty)}
+    read = ev.read_off_topic(ranked, asks)
+    alone = {"lost": ev.runs_of(lost, ranked), "dup_runs": ev.runs_of(dup, ranked),
+             "dup_stamps": ev.copies_of(dup, topic), "none": ev.runs_of(empty, ranked),
+             "no_copies": ev.copies_of(empty, topic)}
+    together = {k: s.as_json() for k, s in ev.summaries({}, [read]).items()}
+    assert together == {k: ev.summary(df).as_json() for k, df in alone.items()}
+    assert together["dup_stamps"] == {"ids": 2, "same_timestamp": 1, "stamped_with_event_time": 2}
+    assert together["lost"]["records"] == 8
+    # with tables given one by one beside it, each still says its own
+    shape = ev.upstream_runs(lost, rd.window_records(
+        table(spark, [(str(i), at(i)) for i in range(12)]), START, END, HOUR))
+    mixed = ev.summaries({"shape": shape}, [read])
+    assert mixed["shape"].as_json() == ev.summary(shape).as_json()
+    assert {k: mixed[k].as_json() for k in asks} == together
+    # one scan of the topic's records feeds every table: runs and copies read one match
+    frame = read.frame
+    frame.collect()
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("InMemoryTableScan") == 1, plan
