@@ -20,7 +20,14 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
 
     The tiers' window records are stacked and grouped by id once: one shuffle answers every
     hop, where a join per hop would re-read and re-shuffle each tier for each comparison. A
-    tier in `collapse` (a change stream) counts an id once however many changes carry it."""
+    tier in `collapse` (a change stream) counts an id once however many changes carry it.
+
+    The records are shuffled by id as they are, and only then aggregated: an id is nearly
+    always once per tier, so an aggregation before the shuffle (Spark's partial one, over each
+    cached partition of a tier) merges nothing. It cost a hash map as large as the partition,
+    spilled and merged back from disk: at 10M records a topic's partition holds 5M ids, and
+    the merge's read buffers, one per spill file, ran a 1g driver out of heap
+    (docs/performance.md, "The one comparison's partial aggregation")."""
     tagged = reduce(lambda x, y: x.unionByName(y),
                     [df.select("id", "bucket", F.lit(i).alias("tier"),
                                (F.col("dropped") if i in dropping else F.lit(False))
@@ -34,7 +41,7 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
         if i in dropping:
             aggs.append(F.count(F.when((F.col("tier") == i) & F.col("dropped"), 1))
                         .alias(f"d{i}"))
-    return tagged.groupBy("id").agg(*aggs)
+    return tagged.repartition("id").groupBy("id").agg(*aggs)
 
 
 def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]],

@@ -61,3 +61,17 @@ def test_late_is_a_window_record_that_arrived_after_the_end(spark: SparkSession)
             ("next-window", END + timedelta(minutes=1), 0, 3, END + timedelta(minutes=1))]
     recs = rd.window_records(spark.createDataFrame(rows, TOPIC), START, END, HOUR)
     assert ids(cmp.late(recs, END)) == [("late",)]
+
+
+def test_the_comparison_shuffles_records_by_id_before_aggregating_them(
+        spark: SparkSession) -> None:
+    # an id is nearly always once per tier: an aggregation of each tier's partition before the
+    # shuffle merges nothing, and at 10M records its spills ran the driver out of heap
+    tiers = [rd.window_records(table(spark, [(str(i), at(i)) for i in range(n)]), START, END,
+                               HOUR) for n in (10, 8)]
+    wide = cmp.compare(tiers)
+    plan = wide._jdf.queryExecution().executedPlan().toString()
+    below = plan.split("Exchange hashpartitioning(id", 1)
+    assert len(below) == 2 and "HashAggregate" in below[0], plan
+    assert "HashAggregate" not in below[1], plan
+    assert wide.count() == 10
