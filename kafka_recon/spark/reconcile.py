@@ -255,15 +255,11 @@ def hop_tallies(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts,
                 tiers: list[TierTally], files: list[IdFile]) -> list[HopTally]:
     """Every hop's counts (by id between two id tiers, else by count per bucket), with the
     evidence of causes of each hop with findings, summarised in one job."""
-    ranks: dict[int, DataFrame] = {}
-
     def ranked(k: int) -> DataFrame:
-        """A topic's records ranked per partition: ranked once, for every hop."""
-        if k not in ranks:
-            ranks[k] = rank_topic(ids.records[k], counts.spans[k])
-            if needs_sort(counts.spans[k]):  # a sort is worth keeping for every hop
-                ranks[k] = ids.keep(ranks[k])
-        return ranks[k]
+        """A topic's records ranked per partition, once: every hop's asks of it read it in
+        one pass (`read_off_topic`)."""
+        rank = rank_topic(ids.records[k], counts.spans[k])
+        return ids.keep(rank) if needs_sort(counts.spans[k]) else rank  # a sort is kept
 
     points = flow.points
     hops: list[HopTally] = []
