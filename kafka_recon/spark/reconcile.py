@@ -65,6 +65,7 @@ from kafka_recon.spark.tally import (
     reduce_union,
     tallied,
     tally_keeping_findings,
+    to_read,
 )
 from kafka_recon.window import Window
 
@@ -207,7 +208,8 @@ def count(flow: Flow, window: Window, ids: IdTiers) -> Counts:
     per_id, findings = tally_keeping_findings(
         marks(compared, len(ids.records), hop_specs, dropping))
     ids.cached.append(findings)
-    return Counts(per_record, spans, per_id, findings, compared, hop_at, dropping)
+    return Counts(per_record, spans, per_id, to_read(findings, per_id), compared, hop_at,
+                  dropping)
 
 
 def tier_tally(flow: Flow, window: Window, folder: RunFolder, staged: Stage, ids: IdTiers,

@@ -62,6 +62,11 @@ def _set_by_someone(spark: SparkSession, key: str, spark_default: str) -> bool:
     return bool(spark.sparkContext.getConf().contains(key))
 
 
+def cores(spark: SparkSession) -> int:
+    """The cores this Spark runs tasks on (a Spark Connect server's are not known: 2)."""
+    return 2 if is_remote(spark) else int(spark.sparkContext.defaultParallelism)
+
+
 def apply_defaults(spark: SparkSession, records: int | None = None,
                    grow_only: bool = False) -> None:
     """kafka-recon's defaults where nobody set them, and the shuffle partitions for a window of
@@ -72,8 +77,7 @@ def apply_defaults(spark: SparkSession, records: int | None = None,
             spark.conf.set(key, value)
     if _set_by_someone(spark, SHUFFLE_PARTITIONS, "200"):
         return
-    cores = 2 if is_remote(spark) else spark.sparkContext.defaultParallelism
-    wanted = shuffle_partitions(records, cores)
+    wanted = shuffle_partitions(records, cores(spark))
     current = spark.conf.get(SHUFFLE_PARTITIONS, None)
     if grow_only and current is not None and current.isdigit() and int(current) >= wanted:
         return

@@ -13,8 +13,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kafka_recon.spark.conf import shuffle_partitions
 from kafka_recon.spark.read import bucket_of, identifiable
-from kafka_recon.spark.session import release
+from kafka_recon.spark.session import cores, release
 
 
 def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket_seconds: int,
@@ -82,6 +83,19 @@ def tally_keeping_findings(marked: DataFrame
     except BaseException:
         release([findings])
         raise
+
+
+def to_read(findings: DataFrame, per_id: dict[tuple[str, int], dict[str, Any]]
+            ) -> DataFrame:
+    """The cached findings, read in as many partitions as they need (`per_id`, their tally,
+    says how many they are; a mark's value counts it once or more, so never too few).
+
+    They are cached in the comparison's partitions, sized for every id of the window (80 at
+    10M), and hold a few of them: read as they are cached, every job of the evidence and the
+    id files would run 80 near-empty tasks per stage."""
+    found = sum(n for (kind, _), by in per_id.items() if kind != "present"
+                for n in by.values())
+    return findings.coalesce(shuffle_partitions(found, cores(findings.sparkSession)))
 
 
 def tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:

@@ -55,3 +55,32 @@ def test_records_are_tallied_per_bucket_with_the_unidentifiable_and_the_late(
         ("unidentifiable", hour, None): 2, ("late", hour + timedelta(hours=1), None): 1,
         ("span", None, 0): 2}
     assert got[("span", None, 0)] == (2, 10, 13)  # the window's records of partition 0
+
+
+def test_the_findings_are_read_in_as_many_partitions_as_they_need_not_the_comparisons(
+        spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cached in the comparison's partitions (40 here), three findings are read in the two a
+    core needs at least; findings as many as every id keep the partitions they need."""
+    from pyspark.sql import functions as F
+
+    from kafka_recon.spark import read as rd
+
+    ids = spark.range(4_000).select(F.col("id").cast("string").alias("id"),
+                                    F.lit(at(1)).alias("event_time"))
+    tiers = [rd.window_records(t, START, END, HOUR)
+             for t in (ids, ids.where(~F.col("id").isin("7", "70", "71")))]
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "40")
+    try:
+        per_id, findings = tl.tally_keeping_findings(cmp.marks(cmp.compare(tiers), 2,
+                                                               [(0, 1, [0])]))
+        assert findings.rdd.getNumPartitions() == 40
+        read = tl.to_read(findings, per_id)
+        assert read.rdd.getNumPartitions() == 2  # local[1]: two partitions per core, at least
+        assert sorted(r["id"] for r in read.collect()) == ["7", "70", "71"]
+        # 3 findings, as if a partition held one: they need three
+        monkeypatch.setattr("kafka_recon.spark.conf.RECORDS_PER_PARTITION", 1)
+        assert tl.to_read(findings, per_id).rdd.getNumPartitions() == 3
+        findings.unpersist()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
