@@ -49,6 +49,7 @@ from kafka_recon.spark.evidence import (
     read_off_topic,
     summaries,
     upstream_runs,
+    upstream_slice,
 )
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files, write_ids
 from kafka_recon.spark.read import (
@@ -120,7 +121,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, stag
         files: list[IdFile] = []
         tiers = [tier_tally(flow, window, folder, staged, ids, counts, i, files)
                  for i in range(len(flow.points))]
-        hops = hop_tallies(flow, folder, ids, counts, tiers, files)
+        hops = hop_tallies(flow, window, folder, ids, counts, tiers, files)
         write_id_files(spark, files, folder.path / ".ids.parts")
         by_name = {p.name: ids_of(counts.compared, ids.slot[i])
                    if counts.compared is not None and i in ids.slot else None
@@ -253,7 +254,7 @@ def tier_tally(flow: Flow, window: Window, folder: RunFolder, staged: Stage, ids
     return tally
 
 
-def hop_tallies(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts,
+def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, counts: Counts,
                 tiers: list[TierTally], files: list[IdFile]) -> list[HopTally]:
     """Every hop's counts (by id between two id tiers, else by count per bucket), with the
     evidence of causes of each hop with findings, summarised in one job."""
@@ -281,8 +282,9 @@ def hop_tallies(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts,
         for key, ask in evidence_asks(hop, a, b, found).items():
             k = ids.slot[i] if ask.end == "a" else ids.slot[i + 1]
             if ask.kind == "upstream":
-                shapes[(i, key)] = upstream_runs(ask.marked, ids.records[k],
-                                                 unique=tiers[i].count == tiers[i].distinct)
+                shapes[(i, key)] = upstream_runs(
+                    ask.marked, ids.records[k], unique=tiers[i].count == tiers[i].distinct,
+                    slice_us=upstream_slice(tiers[i].count, window.end - window.start))
             else:
                 of_topic.setdefault(k, {})[(i, key)] = (ask.kind, ask.marked)
     for (at, key), summary in summaries(shapes, [read_off_topic(ranked(k), asks)

@@ -3,6 +3,8 @@ summarised in one job."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 pytestmark = pytest.mark.unit
@@ -130,6 +132,38 @@ def test_upstream_runs_rank_by_each_ids_first_event_and_sort_only_the_marked_min
     lost = table(spark, [("1", None), ("2", None)])
     assert sorted((r["first_id"], r["last_id"], r["records"])
                   for r in ev.upstream_runs(lost, twice).collect()) == [("1", "2", 2)]
+
+
+def test_upstream_runs_are_the_same_whatever_time_slice_the_records_are_ranked_in(
+        spark: SparkSession) -> None:
+    """A run crosses slices and a slice holds records of several runs; from a microsecond
+    (a slice per record) to the whole hour (one slice), the runs are the same."""
+    rows = [(f"r{k:03d}", at(k / 10)) for k in range(300)] + [("tie", at(5))]
+    up = rd.window_records(table(spark, rows), START, END, HOUR)
+    # one run across minutes 2..3, one inside minute 5 that ends at the id "tie" (same time as
+    # r050, after it), singles, and the last record
+    lost = [f"r{k:03d}" for k in (*range(15, 35), 50, 60, 61, 62, 120, 299)] + ["tie"]
+    marked = table(spark, [(i, None) for i in lost])
+    want = [("r015", "r034", 20), ("r050", "tie", 2), ("r060", "r062", 3), ("r120", "r120", 1),
+            ("r299", "r299", 1)]
+    for slice_us in (1, 1_000_000, 7_000_000, ev.MINUTE_US, 3_600_000_000):
+        for unique in (False, True):
+            got = sorted((r["first_id"], r["last_id"], r["records"])
+                         for r in ev.upstream_runs(marked, up, unique, slice_us).collect())
+            assert got == want, (slice_us, unique)
+
+
+def test_an_upstreams_time_slices_hold_a_few_dozen_records_each_and_are_never_too_many(
+        ) -> None:
+    day = timedelta(days=1)
+    # 10M records in a day: slices of 553 ms, 64 records each on average
+    assert ev.upstream_slice(10_000_000, day) == 552_960
+    assert 86_400_000_000 // ev.upstream_slice(10_000_000, day) <= 10_000_000 // 64
+    # a few records: one slice, the whole window
+    assert ev.upstream_slice(10, day) == 86_400_000_000
+    # a huge window: at most MOST_SLICES slices, every one at least a microsecond
+    assert 86_400_000_000 // ev.upstream_slice(10**12, day) <= ev.MOST_SLICES
+    assert ev.upstream_slice(10**12, timedelta(microseconds=5)) == 1
 
 
 def test_copy_stamps_tell_a_resent_record_from_one_sent_anew(spark: SparkSession) -> None:
