@@ -65,6 +65,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
                               "spark.shuffle.spill.compress": "false",
                               "spark.sql.inMemoryColumnarStorage.compressed": "false"}},
     "cache_plain": {"spark": {"spark.sql.inMemoryColumnarStorage.compressed": "false"}},
+    # the tiers' records cached compressed, as every cache was before 2026-11-29 (since, the
+    # records' caches are plain and the comparison's compressed: kafka_recon.spark.session)
+    "records_compressed": {"consts": {"kafka_recon.spark.session.RECORDS_COMPRESSED": True}},
     "partitions4": {"spark": {"spark.sql.shuffle.partitions": "4"}},
     # both of the two above: each alone was within the noise (bench/tune-compress.json)
     "lean_shuffle": {"spark": {"spark.shuffle.compress": "false",

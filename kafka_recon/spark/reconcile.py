@@ -59,7 +59,7 @@ from kafka_recon.spark.read import (
     window_records,
 )
 from kafka_recon.spark.replay import arrived, counted
-from kafka_recon.spark.session import release
+from kafka_recon.spark.session import cache_records, release
 from kafka_recon.spark.tally import (
     bucket_counts,
     record_marks,
@@ -88,6 +88,11 @@ class IdTiers:
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.cached.append(df.cache())
+        return df
+
+    def keep_records(self, df: DataFrame) -> DataFrame:
+        """A tier's records, cached as `cache_records` does."""
+        self.cached.append(cache_records(df))
         return df
 
 
@@ -157,15 +162,15 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                                 | (~identifiable(raw) & arrived(window.start, closes_at)))
                 ids.topics[ids.slot[i]] = tier
                 # already in memory: a filter over the replay's cache
-                ids.raws.append(raw if topic_records is not None else ids.keep(raw))
+                ids.raws.append(raw if topic_records is not None else ids.keep_records(raw))
             elif isinstance(tier, TableTier):
                 table = read_table_tier(spark, tier, window)
                 ids.tables[ids.slot[i]] = table
-                ids.raws.append(ids.keep(table.records))
+                ids.raws.append(ids.keep_records(table.records))
             else:
                 assert isinstance(tier, SqlTier)  # an id tier is a topic, a table or SQL
-                ids.raws.append(ids.keep(read_sql_tier(spark, tier, window,
-                                                       sizes.get(flow.points[i].name))))
+                ids.raws.append(ids.keep_records(read_sql_tier(spark, tier, window,
+                                                               sizes.get(flow.points[i].name))))
         ids.records = [window_records(r, window.start, window.end, bucket_s) for r in ids.raws]
     except BaseException:
         release(ids.cached)

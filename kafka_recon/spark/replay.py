@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_recon.runfiles.replays import FirstRead, OffsetRange, ReplayRun, Replays, TopicReplays
-from kafka_recon.spark.session import apply_defaults, release
+from kafka_recon.spark.session import apply_defaults, cache_records, release
 
 if TYPE_CHECKING:
     from kafka_recon.config import Drops, Flow, KafkaTier, RecordSpec
@@ -483,7 +483,7 @@ def replays(reads: _Reads, folder: RunFolder, keep_records: bool
         group, raw = reads.fresh(i)
         if first is None:
             # one pass: the summary fills the cache the reconcile step reads
-            first = reads.records(raw).cache()
+            first = cache_records(reads.records(raw))
             entry = ReplayRun(group=group, **reads.summarised(first, reads.distinct))
             if keep_records:
                 target = folder.replay_dir(i, reads.tier.name)

@@ -130,6 +130,31 @@ def is_remote(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+# Spark's column cache compresses each column of a batch by the best of its encodings, and to
+# choose, it sizes every encoding over every value. For a tier's records (unique ids, offsets,
+# digests) that choice costs a fifth of the replay's CPU and a third of the tally's (a flight
+# recording at 1M) and finds little to shrink. The comparison's cache, read by every later job,
+# stays compressed: uncompressed, the reconcile took longer (docs/performance.md).
+RECORDS_COMPRESSED = False
+_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
+
+
+def cache_records(df: DataFrame) -> DataFrame:
+    """`df` cached as a tier's records are (`RECORDS_COMPRESSED`). Spark takes the compression
+    setting when `cache()` is called, not when the cache is filled, so it is set around the
+    call alone and the session's own setting is put back."""
+    spark = df.sparkSession
+    was = spark.conf.get(_COMPRESSED, None)
+    spark.conf.set(_COMPRESSED, str(RECORDS_COMPRESSED).lower())
+    try:
+        return df.cache()
+    finally:
+        if was is None:
+            spark.conf.unset(_COMPRESSED)
+        else:
+            spark.conf.set(_COMPRESSED, was)
+
+
 def release(frames: Iterable[DataFrame]) -> None:
     """Each cached frame let go. A frame that cannot be (its Spark has stopped, as it does when
     a job kills its driver) is left: releasing runs on the way out of a failed step too, and an

@@ -328,3 +328,34 @@ def test_releasing_frames_on_the_way_out_of_a_failed_step_never_hides_its_error(
         finally:
             release([_StoppedFrame(), kept])  # type: ignore[list-item]
     assert not kept.is_cached  # the frames after the one that could not be let go, were
+
+
+def test_a_tiers_records_are_cached_uncompressed_and_every_other_cache_as_the_session_says(
+        spark: Any) -> None:
+    """The compression is taken when `cache()` is called: the records' cache is plain, the
+    next cache (the comparison's, in a run) compressed, and the session's setting unchanged."""
+    from pyspark.sql import functions as F
+
+    from kafka_recon.spark import session as ss
+
+    def stored() -> dict[int, int]:
+        return {i.id(): i.memSize() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
+
+    key = "spark.sql.inMemoryColumnarStorage.compressed"
+    before = spark.conf.get(key, None)
+    # a column of few values and one of consecutive numbers: both shrink when compressed
+    frame = spark.range(100_000).select("id", (F.col("id") % 3).cast("string").alias("v"))
+    earlier = set(stored())  # other tests' caches, in the shared session
+    records = ss.cache_records(frame.where("id >= 0"))
+    records.count()
+    plain = set(stored()) - earlier
+    assert spark.conf.get(key, None) == before
+    other = frame.where("id >= 1").cache()
+    other.count()
+    compressed = set(stored()) - plain - earlier
+    try:
+        sizes = stored()
+        assert len(plain) == 1 and len(compressed) == 1
+        assert sizes[compressed.pop()] * 2 < sizes[plain.pop()]
+    finally:
+        ss.release([records, other])
