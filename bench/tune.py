@@ -95,16 +95,29 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+def variant(name: str) -> dict[str, Any]:
+    """A variant by name; `a+b` is both a's and b's changes (b's win where they overlap)."""
+    out: dict[str, dict[str, Any]] = {}
+    for part in name.split("+"):
+        if part not in VARIANTS:
+            raise SystemExit(f"bench.tune: no variant '{part}' (known: {', '.join(VARIANTS)})")
+        for kind, changes in VARIANTS[part].items():
+            out.setdefault(kind, {}).update(changes)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.tune", description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help="comma-separated; a+b combines two (e.g. base+eventlog)")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench-out" / "tune")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "tune.json")
     a = p.parse_args(argv)
     names = a.variants.split(",")
+    chosen = {n: variant(n) for n in names}
     shutil.rmtree(a.work, ignore_errors=True)
     a.work.mkdir(parents=True)
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -117,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        topic=TOPIC, replays=REPLAYS))
         for r in range(a.repeats):
             for name in names:
-                v = VARIANTS[name]
+                v = chosen[name]
                 out = a.work / f"{name}-{r}"
                 spark_args = " ".join(f"--conf {k}={val}" for k, val in
                                       v.get("spark", {}).items())
