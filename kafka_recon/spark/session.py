@@ -132,8 +132,9 @@ def is_remote(spark: SparkSession) -> bool:
 
 # Spark's column cache compresses each column of a batch by the best of its encodings, and to
 # choose, it sizes every encoding over every value. For a tier's records (unique ids, offsets,
-# digests) that choice costs a fifth of the replay's CPU and a third of the tally's (a flight
-# recording at 1M) and finds little to shrink. The comparison's cache, read by every later job,
+# digests) that choice took a fifth of the task samples while the replay filled its cache and a
+# third while the tally filled the SQL tiers' (a flight recording at 1M), and finds little to
+# shrink. The comparison's cache, read by every later job,
 # stays compressed: uncompressed, the reconcile took longer. Measured with the records plain:
 # the first replay 16-18% shorter, the run 0.95 x at 50M, within the noise at 10M
 # (docs/performance.md).
