@@ -41,9 +41,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "slices4": {"consts": {"kafka_recon.spark.read.JDBC_SLICES": 4}},
     "slices2": {"consts": {"kafka_recon.spark.read.JDBC_SLICES": 2}},
     "slices8": {"consts": {"kafka_recon.spark.read.JDBC_SLICES": 8}},
-    # a SQL tier in JDBC_SLICES slices whatever its size (as the floor reads it): each slice
-    # scans a table without an index on its event time, so more slices are more scans
-    "slices_fixed": {"consts": {"kafka_recon.spark.read.RECORDS_PER_SLICE": 10**15}},
     "no_aqe": {"spark": {"spark.sql.adaptive.enabled": "false"}},
     # the JVM's compiler and collector (local mode: the driver runs every task); "base" has
     # kafka-recon's own (kafka_recon.settings.DEFAULT_JVM_OPTIONS), "" the JVM's defaults

@@ -243,6 +243,10 @@ class SqlTier(_Strict):
     counts: str | None = None
     """Instead of `ids`: a query returning `bucket` and `count` for the window, using :start and
     :end: the tier is counted per bucket."""
+    slices: int | None = Field(None, ge=1, le=64)
+    """How many parallel event-time queries Spark reads the `ids` in, plus one for the rows they
+    miss (unset: 2). Without an index on the query's event time each query scans the table: raise
+    it only for an indexed table, and to no more than the Spark cores that read it."""
 
     @field_validator("ids", "counts")
     @classmethod
@@ -254,6 +258,8 @@ class SqlTier(_Strict):
     def model_post_init(self, __context: Any) -> None:
         if (self.ids is None) == (self.counts is None):
             raise ValueError("give exactly one of 'ids' or 'counts'")
+        if self.slices is not None and self.ids is None:
+            raise ValueError("'slices' splits the 'ids' query: a 'counts' tier is not sliced")
 
 
 TableFormat = Literal["iceberg", "delta", "parquet"]

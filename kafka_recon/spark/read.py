@@ -15,25 +15,20 @@ from kafka_recon.sources.table import TableRead, read_table
 from kafka_recon.spark.records import event_time, normalise_id
 from kafka_recon.window import Window
 
-# An SQL tier is read in this many event-time slices, plus one for whatever they do not cover.
-# Each slice is a query of its own: on a table without an index on its event time each scans
-# the table. At 1M rows (bench.tune, bench/tune-jdbc.json) 2 slices gave the fastest median
-# run, 75.5 s against 76.7 (1), 78.2 (4) and 81.9 (8): the first three within the noise.
+# An SQL tier is read in this many event-time slices, plus one for whatever they do not cover,
+# whatever its size, unless the tier names its own `slices`. Each slice is a query of its own:
+# on a table without an index on its event time each scans the whole table, so slices beyond
+# the cores reading them only add scans. At 1M rows (bench.tune, bench/tune-jdbc.json) 2 slices
+# gave the fastest median run, 75.5 s against 76.7 (1), 78.2 (4) and 81.9 (8). At 50M, 2 slices
+# of 25M records took the reconcile's first stage 199.4 s against 280.5 for 10 slices of 5M
+# (bench/tune-slices-50m.json): slices once grew with the records because a 25M slice ran the
+# 1g heap out in the comparison's partial aggregation, gone since 2026-11-28 (157ba74).
 JDBC_SLICES = 2
-# ... and, for a larger tier, as many as keep each slice at most this many records. A slice is
-# one task of the reconcile's first stage, whose grouping by id spills to disk and merges its
-# spill files in that task: a 50M window's two slices of 25M records each ran the 1g driver
-# heap (kafka_recon.spark.conf) out while merging; its 10M window's two slices of 5M did not.
-RECORDS_PER_SLICE = 5_000_000
-MAX_SLICES = 64
 
 
-def jdbc_slices(records: int | None) -> int:
-    """How many event-time slices a SQL tier of about `records` records is read in (its staged
-    count; unknown: the least)."""
-    if not records:
-        return JDBC_SLICES
-    return min(MAX_SLICES, max(JDBC_SLICES, -(-records // RECORDS_PER_SLICE)))
+def jdbc_slices(tier: SqlTier) -> int:
+    """How many event-time slices a SQL tier is read in: its own `slices`, else JDBC_SLICES."""
+    return tier.slices or JDBC_SLICES
 
 
 def bucket_of(col: Column, start: datetime, bucket_seconds: int) -> Column:
@@ -56,12 +51,10 @@ def window_records(df: DataFrame, start: datetime, end: datetime,
             .withColumn("bucket", bucket_of(F.col("event_time"), start, bucket_seconds)))
 
 
-def read_sql_tier(spark: SparkSession, tier: SqlTier, window: Window,
-                  records: int | None = None) -> DataFrame:
+def read_sql_tier(spark: SparkSession, tier: SqlTier, window: Window) -> DataFrame:
     """A SQL tier's (id, event_time) records: its id query as the sources layer reads it over
-    JDBC (text ids, in parallel time slices as many as its staged `records` need: `jdbc_slices`),
-    normalised as every tier's are."""
-    df = read_ids(spark, tier, window, jdbc_slices(records))
+    JDBC (text ids, in parallel time slices: `jdbc_slices`), normalised as every tier's are."""
+    df = read_ids(spark, tier, window, jdbc_slices(tier))
     return df.select(normalise_id(F.col("id")).alias("id"),
                      event_time(F.col("event_time"), "iso8601").alias("event_time"))
 

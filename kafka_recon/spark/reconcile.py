@@ -120,7 +120,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, stag
     findings' cache); one job summarises the evidence of causes of every hop with findings,
     after a small job per evidence table that broadcasts its ids; one job writes every id file.
     """
-    ids = read_id_tiers(spark, flow, window, replays, topic_records, staged)
+    ids = read_id_tiers(spark, flow, window, replays, topic_records)
     try:
         counts = count(flow, window, ids)
         files: list[IdFile] = []
@@ -141,13 +141,10 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, stag
 
 
 def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Replays,
-                  topic_records: dict[str, DataFrame] | None,
-                  staged: Stage | None = None) -> IdTiers:
+                  topic_records: dict[str, DataFrame] | None) -> IdTiers:
     """Each id tier's records, read once: a topic's (the replay read a margin beyond the
     window: what counts, and where an unidentifiable record counts, is decided here as in the
-    replay's summary, with the topic's own grace), a SQL tier's over JDBC, in as many slices
-    as the records staging counted of it need."""
-    sizes = {p.name: p.count for p in staged.points} if staged is not None else {}
+    replay's summary, with the topic's own grace), a SQL tier's over JDBC in its slices."""
     bucket_s = int(flow.bucket.total_seconds())
     exact = [i for i, p in enumerate(flow.points) if p.exact]
     ids = IdTiers(slot={i: k for k, i in enumerate(exact)}, raws=[], records=[], topics={})
@@ -169,8 +166,7 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 ids.raws.append(ids.keep_records(table.records))
             else:
                 assert isinstance(tier, SqlTier)  # an id tier is a topic, a table or SQL
-                ids.raws.append(ids.keep_records(read_sql_tier(spark, tier, window,
-                                                               sizes.get(flow.points[i].name))))
+                ids.raws.append(ids.keep_records(read_sql_tier(spark, tier, window)))
         ids.records = [window_records(r, window.start, window.end, bucket_s) for r in ids.raws]
     except BaseException:
         release(ids.cached)

@@ -198,9 +198,9 @@ def _from_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window
 def _from_upstream(spark: SparkSession, tier: SqlTier, window: Window,
                    lost: DataFrame) -> DataFrame:
     from kafka_recon.sources.jdbc import read_rows
-    from kafka_recon.spark.read import JDBC_SLICES
+    from kafka_recon.spark.read import jdbc_slices
 
-    return upstream_rows(read_rows(spark, tier, window, JDBC_SLICES), lost)
+    return upstream_rows(read_rows(spark, tier, window, jdbc_slices(tier)), lost)
 
 
 def _hop_dir(hop: str) -> str:

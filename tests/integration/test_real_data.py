@@ -310,11 +310,12 @@ def test_uuid_ids_in_postgresql_are_the_json_strings(kafka: KafkaCluster, postgr
     assert scn.texts(f["ids"]) == [str(ids[0])]
 
 
-def test_a_sql_tier_is_read_in_as_many_slices_as_its_staged_size_needs_each_record_once(
-        postgres: Any, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A slice is one task of the reconcile's first stage: a tier staged larger is read in more
-    of them (slices of at most RECORDS_PER_SLICE, here made small), and the slices, with the
-    one for whatever they do not cover, still hold every record once."""
+def test_a_sql_tier_is_read_in_the_slices_it_names_each_record_once(
+        postgres: Any, spark: Any) -> None:
+    """A slice is one query and one task of the reconcile's first stage: a tier is read in
+    JDBC_SLICES of them unless it names its own `slices` (an indexed table on a larger
+    cluster), and the slices, with the one for whatever they do not cover, still hold every
+    record once."""
     from datetime import timedelta
 
     import sqlalchemy
@@ -336,13 +337,13 @@ def test_a_sql_tier_is_read_in_as_many_slices_as_its_staged_size_needs_each_reco
     tier = SqlTier(name="t", type="sql", conn=url,
                    ids="SELECT id, ts AS event_time FROM t "
                        "WHERE ts IS NULL OR (ts >= :start AND ts < :end)")
-    monkeypatch.setattr(rd, "RECORDS_PER_SLICE", 100)
     window = Window(START, START + timedelta(days=1))
-    small = rd.read_sql_tier(spark, tier, window)
-    large = rd.read_sql_tier(spark, tier, window, rows + 1)
-    assert small.rdd.getNumPartitions() == rd.JDBC_SLICES + 1
-    assert large.rdd.getNumPartitions() == 11 + 1
-    assert large.count() == large.select("id").distinct().count() == rows + 1
+    plain = rd.read_sql_tier(spark, tier, window)
+    sliced = rd.read_sql_tier(spark, tier.model_copy(update={"slices": 11}), window)
+    assert plain.rdd.getNumPartitions() == rd.JDBC_SLICES + 1
+    assert sliced.rdd.getNumPartitions() == 11 + 1
+    for df in (plain, sliced):
+        assert df.count() == df.select("id").distinct().count() == rows + 1
 
 
 def test_a_postgresql_tier_arrives_through_a_cursor_in_batches_not_whole(

@@ -62,9 +62,16 @@ def test_environment_variables_fill_placeholders(tmp_path: Path,
         (lambda s: s.replace("name: sink", "name: db"), "tier names must be unique, repeated: db"),
         (lambda s: s.replace("${BOOT:-127.0.0.1:9092}", "${NOT_SET_ANYWHERE}"),
          "environment variable NOT_SET_ANYWHERE is not set"),
+        (lambda s: s.replace("conn: sink_db,", "conn: sink_db, slices: 0,"),
+         "field 'tiers.2.sql.slices': Input should be greater than or equal to 1"),
+        (lambda s: s.replace('conn: sink_db,\n         ids: "SELECT id, t AS event_time',
+                             'conn: sink_db, slices: 4,\n'
+                             '         counts: "SELECT b AS bucket, n AS count'),
+         "'slices' splits the 'ids' query: a 'counts' tier is not sliced"),
     ],
     ids=["unknown-key", "missing-field", "bad-duration", "query-without-window",
-         "unknown-tier-type", "bad-jsonpath", "repeated-tier", "unset-env"],
+         "unknown-tier-type", "bad-jsonpath", "repeated-tier", "unset-env", "no-slices",
+         "counts-sliced"],
 )
 def test_bad_config_names_file_flow_and_field(tmp_path: Path, mutate, expected: str) -> None:
     path = write(tmp_path, mutate(GOOD))

@@ -30,10 +30,10 @@ def test_window_is_half_open(spark: SparkSession) -> None:
     assert ids(df) == [("first",), ("last",)]
 
 
-def test_a_larger_sql_tier_is_read_in_more_slices_none_past_the_measured_size() -> None:
-    per = rd.RECORDS_PER_SLICE
-    assert rd.jdbc_slices(None) == rd.jdbc_slices(0) == rd.JDBC_SLICES
-    assert rd.jdbc_slices(2 * per) == rd.JDBC_SLICES  # the 10M window as measured: unchanged
-    assert rd.jdbc_slices(2 * per + 1) == 3
-    assert rd.jdbc_slices(10 * per) == 10  # 50M: ten slices of 5M, not two of 25M
-    assert rd.jdbc_slices(10**12) == rd.MAX_SLICES
+def test_a_sql_tier_is_read_in_the_measured_slices_at_any_size_unless_it_names_its_own() -> None:
+    from kafka_recon.config import SqlTier
+
+    query = "SELECT id, t AS event_time FROM o WHERE t >= :start AND t < :end"
+    tier = SqlTier(name="db", type="sql", conn="sqlite:///x.db", ids=query)
+    assert rd.jdbc_slices(tier) == rd.JDBC_SLICES == 2
+    assert rd.jdbc_slices(tier.model_copy(update={"slices": 16})) == 16
