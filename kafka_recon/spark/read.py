@@ -20,7 +20,7 @@ from kafka_recon.window import Window
 # on a table without an index on its event time each scans the whole table, so slices beyond
 # the cores reading them only add scans. At 1M rows (bench.tune, bench/tune-jdbc.json) 2 slices
 # gave the fastest median run, 75.5 s against 76.7 (1), 78.2 (4) and 81.9 (8). At 50M, 2 slices
-# of 25M records took the reconcile's first stage 199.4 s against 280.5 for 10 slices of 5M
+# of 25M records took the stage reading the SQL tiers 199.4 s against 288.4 for 10 slices of 5M
 # (bench/tune-slices-50m.json): slices once grew with the records because a 25M slice ran the
 # 1g heap out in the comparison's partial aggregation, gone since 2026-11-28 (157ba74).
 JDBC_SLICES = 2
