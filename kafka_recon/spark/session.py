@@ -134,10 +134,9 @@ def is_remote(spark: SparkSession) -> bool:
 # choose, it sizes every encoding over every value. For a tier's records (unique ids, offsets,
 # digests) that choice took a fifth of the task samples while the replay filled its cache and a
 # third while the tally filled the SQL tiers' (a flight recording at 1M), and finds little to
-# shrink. The comparison's cache, read by every later job,
-# stays compressed: uncompressed, the reconcile took longer. Measured with the records plain:
-# the first replay 16-18% shorter, the run 0.95 x at 50M, within the noise at 10M
-# (docs/performance.md).
+# shrink. The comparison's cache, read by every later job, stays compressed: uncompressed, the
+# reconcile took longer. Measured with the records plain: the first replay 16-18% shorter, the
+# run 0.95 x at 50M, within the noise at 10M (docs/performance.md).
 RECORDS_COMPRESSED = False
 _COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
