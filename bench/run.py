@@ -63,14 +63,19 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _rss_kb(pid: int) -> tuple[str, int]:
+def _rss_kb(pid: int) -> tuple[str, int, int]:
+    """A process's program name, resident kB, and of those its anonymous kB (its heaps and
+    stacks). The rest is file pages (its libraries, mapped files), which the kernel takes back
+    from an idle process when the page cache needs room: a resident figure can fall while the
+    process holds as much as ever."""
     try:
         status = (Path("/proc") / str(pid) / "status").read_text()
     except OSError:
-        return "", 0
-    name = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("Name:")), "")
-    rss = next((int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmRSS:")), 0)
-    return name, rss
+        return "", 0, 0
+    # "Key:\tvalue [kB]"; some keys have no value (Groups, for root)
+    kb = {key: (value.split() or [""])[0]
+          for key, _, value in (ln.partition(":") for ln in status.splitlines())}
+    return kb.get("Name", ""), int(kb.get("VmRSS") or 0), int(kb.get("RssAnon") or 0)
 
 
 def _cpu_ticks(pid: int) -> int:
@@ -90,6 +95,7 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     peak: dict[str, int] = {}
+    anon: dict[str, int] = {}
     ticks: dict[int, int] = {}
     stop = threading.Event()
 
@@ -99,12 +105,13 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
     def poll() -> None:
         while not stop.is_set():
             for pid in _tree(proc.pid):
-                name, rss = _rss_kb(pid)
+                name, rss, rss_anon = _rss_kb(pid)
                 if name:
                     peak[name] = max(peak.get(name, 0), rss)
+                    anon[name] = max(anon.get(name, 0), rss_anon)
                     ticks[pid] = max(ticks.get(pid, 0), _cpu_ticks(pid))
             for pid in served:
-                name, rss = _rss_kb(pid)
+                name, rss, _ = _rss_kb(pid)
                 if name:
                     peak[f"{name} (server)"] = max(peak.get(f"{name} (server)", 0), rss)
                     ticks[pid] = max(ticks.get(pid, 0), _cpu_ticks(pid) - before[pid])
@@ -124,6 +131,7 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}; its whole error "
                            f"output: {kept}): {err[-3000:]}")
     return {"seconds": seconds, "peak_rss_mb": {k: round(v / 1024, 1) for k, v in peak.items()},
+            "peak_anon_mb": {k: round(v / 1024, 1) for k, v in anon.items()},
             "cpu_seconds": round(sum(ticks.values()) / os.sysconf("SC_CLK_TCK"), 1),
             "stdout": out, "stderr": err[-2000:], "returncode": proc.returncode}
 
@@ -308,8 +316,8 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                 elif name == "h_spark_floor":  # its last line: the seconds of each step
                     m["timings"] = json.loads(m["stdout"].strip().splitlines()[-1])
                 runs[name].append(m)
-                print(f"n={n} {name} run {r + 1}: {m['seconds']:.2f}s {m['peak_rss_mb']}",
-                      flush=True)
+                print(f"n={n} {name} run {r + 1}: {m['seconds']:.2f}s {m['peak_rss_mb']} "
+                      f"anonymous {m['peak_anon_mb']}", flush=True)
         results: dict[str, Any] = {}
         for name, ms in runs.items():
             secs = [m["seconds"] for m in ms]
@@ -320,6 +328,8 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                                             / statistics.median(secs)),
                 "peak_rss_mb": {k: max(m["peak_rss_mb"].get(k, 0) for m in ms)
                                 for k in ms[-1]["peak_rss_mb"]},
+                "peak_anon_mb": {k: max(m["peak_anon_mb"].get(k, 0) for m in ms)
+                                 for k in ms[-1]["peak_anon_mb"]},
                 "last_stdout": ms[-1]["stdout"][-400:],
                 **({"timings": [m["timings"] for m in ms]} if "timings" in ms[-1] else {}),
             }

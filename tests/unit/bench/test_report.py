@@ -138,3 +138,15 @@ def test_the_step_table_reads_the_laps_of_a_typed_timings_file_and_of_an_older_o
     assert set(rows) == {"replay", "reconcile", "Spark jobs"}, lines
     assert rows["replay"] == "| replay | 30.0 | 20.0 |"
     assert rows["Spark jobs"] == "| Spark jobs | 14 | 12 |"
+
+
+def test_the_driver_is_judged_on_its_resident_memory_with_its_anonymous_part_beside_it() -> None:
+    ten, fifty = reader(120, driver=205), reader(600, driver=173)
+    ten["peak_anon_mb"], fifty["peak_anon_mb"] = {"kafka-recon": 80}, {"kafka-recon": 81}
+    rows = {t[0]: t for t in report.targets(doc(
+        size(1_000_000, d_kafka_recon=reader(30)), size(10_000_000, d_kafka_recon=ten),
+        size(50_000_000, d_kafka_recon=fifty)))}
+    _, figure, met = rows["at 50M, driver RSS flat (10%) of the 10M run's"]
+    # the resident figure fell 16%: not flat, whatever its anonymous part did
+    assert met is False
+    assert figure == "205 MB -> 173 MB (-15.6%); anonymous 80 MB -> 81 MB (+1.2%)"

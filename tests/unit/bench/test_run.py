@@ -1,0 +1,24 @@
+"""bench/run.py's memory sampler: a process's resident memory and its anonymous part."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bench import run
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_process_s_anonymous_memory_is_part_of_its_resident_memory() -> None:
+    held = bytearray(64 * 1024 * 1024)  # touched: resident, and anonymous
+    held[:: 4096] = b"x" * len(held[:: 4096])
+    name, rss_kb, anon_kb = run._rss_kb(os.getpid())
+    assert name.startswith("python")
+    assert 64 * 1024 <= anon_kb < rss_kb
+    del held
+
+
+def test_a_process_that_is_gone_reads_as_nothing() -> None:
+    assert run._rss_kb(2 ** 22 + 1) == ("", 0, 0)
