@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import statistics
 import sys
 import time
@@ -155,7 +156,10 @@ def summary(rows: list[dict[str, Any]], flows: int, window: timedelta, minutes: 
 
 def fleet(a: argparse.Namespace) -> dict[str, Any]:
     work: Path = a.work.resolve()
-    work.mkdir(parents=True, exist_ok=True)
+    # a fleet starts clean: a second run in the same folder found the last one's Airflow
+    # database (createdb refused) and would have found its topics and run folders too
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     window = timedelta(minutes=a.window_minutes)
     names = [f"fleet{k:02d}" for k in range(a.flows)]
     pg = PostgresServer(work / "pg").start()
