@@ -72,10 +72,14 @@ def _rss_kb(pid: int) -> tuple[str, int, int]:
         status = (Path("/proc") / str(pid) / "status").read_text()
     except OSError:
         return "", 0, 0
-    # "Key:\tvalue [kB]"; some keys have no value (Groups, for root)
-    kb = {key: (value.split() or [""])[0]
-          for key, _, value in (ln.partition(":") for ln in status.splitlines())}
-    return kb.get("Name", ""), int(kb.get("VmRSS") or 0), int(kb.get("RssAnon") or 0)
+    # "Key:\tvalue"; a size's value is "<n> kB", a name may hold spaces, and some keys have
+    # no value (Groups, for root)
+    fields = {key: value.strip()
+              for key, _, value in (ln.partition(":") for ln in status.splitlines())}
+
+    def kb(key: str) -> int:
+        return int((fields.get(key, "").split() or ["0"])[0])
+    return fields.get("Name", ""), kb("VmRSS"), kb("RssAnon")
 
 
 def _cpu_ticks(pid: int) -> int:
