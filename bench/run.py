@@ -330,10 +330,8 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                 "runs_s": [round(x, 3) for x in secs],  # in the order run
                 "records_per_second": round(facts["records_in_topic"]
                                             / statistics.median(secs)),
-                "peak_rss_mb": {k: max(m["peak_rss_mb"].get(k, 0) for m in ms)
-                                for k in ms[-1]["peak_rss_mb"]},
-                "peak_anon_mb": {k: max(m["peak_anon_mb"].get(k, 0) for m in ms)
-                                 for k in ms[-1]["peak_anon_mb"]},
+                **{kind: {k: max(m[kind].get(k, 0) for m in ms) for k in ms[-1][kind]}
+                   for kind in ("peak_rss_mb", "peak_anon_mb")},
                 "last_stdout": ms[-1]["stdout"][-400:],
                 **({"timings": [m["timings"] for m in ms]} if "timings" in ms[-1] else {}),
             }
