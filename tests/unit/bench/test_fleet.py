@@ -62,6 +62,16 @@ def test_each_closed_window_is_timed_from_its_closing_and_one_without_a_verdict_
     assert s["verdict_after_grace_s"] == {"p50": 62.5, "p95": 95.0, "max": 95.0}
 
 
+def test_the_fleet_is_warm_once_every_flow_has_a_verdict_of_some_window(tmp_path: Path) -> None:
+    t0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    assert not fleet.warmed(tmp_path, ["a", "b"])
+    _result(tmp_path, "a", t0, "ok", t0)
+    (tmp_path / "b" / "2026-11-27T115500Z_2026-11-27T120000Z").mkdir(parents=True)  # under way
+    assert not fleet.warmed(tmp_path, ["a", "b"])
+    _result(tmp_path, "b", t0 + WINDOW, "findings", t0 + WINDOW)  # its first run, a window on
+    assert fleet.warmed(tmp_path, ["a", "b"])
+
+
 def test_the_95th_percentile_is_a_measured_value_by_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
     assert fleet.percentile(values, 95) == 95.0

@@ -61,6 +61,18 @@ def test_each_target_is_met_or_not_from_the_medians_of_one_run() -> None:
     assert got["every reader names the same ids as d, at every size"] is True
 
 
+def test_the_fleets_row_says_when_its_measuring_began() -> None:
+    def figure(**more: Any) -> str:
+        fleet = {"flows": 8, "window_minutes": 5, "minutes": 15, "skipped": 0,
+                 "verdict_after_grace_s": {"p95": 130.0}, **more}
+        rows = report.targets(doc(size(1_000_000, d_kafka_recon=reader(30))), fleet=fleet)
+        return next(f for what, f, met in rows if what.startswith("a fleet") and met is False)
+
+    assert figure() == "p95 130 s, 0 skipped"  # an older file: measured from unpausing
+    assert figure(warmup_s=212.4) == \
+        "p95 130 s, 0 skipped (measured from 212 s after unpausing, the first runs done)"
+
+
 def test_what_a_run_did_not_measure_is_never_called_met() -> None:
     rows = report.targets(doc(size(1_000_000, same=False, d_kafka_recon=reader(30))))
     met = {t[0]: t[2] for t in rows}
