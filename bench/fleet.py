@@ -12,8 +12,8 @@ at once: a start-up burst) has its verdict. Measured per window whose closing ti
 + disorder) falls inside the measured minutes: how long after its closing its verdict
 (result.json) was written, and the verdict itself (nothing is lost in these pipelines, so every
 window must be `ok`). A window with no verdict by the end (its run failed, or never ran) is
-skipped. Writes bench/fleet.json, which
-bench.report reads for the fleet's target (p95 within 120 s, none skipped).
+skipped. Writes bench/fleet.json, which bench.report reads for the fleet's target (p95 within
+120 s, none skipped).
 
     python -m bench.fleet [--flows 20] [--window-minutes 5] [--minutes 30]
 """
@@ -38,8 +38,9 @@ from harness.services.kafka import KafkaCluster
 from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
 from harness.services.spark import SparkConnect
+from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import REPO_ROOT, replay_slots
-from kafka_recon.window import iso_z, parse_instant
+from kafka_recon.window import Window, iso_z, parse_instant
 
 GRACE, DISORDER = timedelta(seconds=30), timedelta(seconds=10)
 
@@ -59,11 +60,6 @@ def flows_yaml(pipelines: dict[str, LivePipeline], window: timedelta) -> str:
     return "flows:\n" + "".join(parts)
 
 
-def result_file(runs_root: Path, flow: str, start: datetime, end: datetime) -> Path:
-    """Where a window's verdict is written (the run folder's layout)."""
-    return runs_root / flow / f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}" / "result.json"
-
-
 def warmed(runs_root: Path, flows: list[str]) -> bool:
     """Whether every flow's first run has its verdict (whichever window the scheduler began
     with: the prefilled one, or the next if a window closed while the pipelines started)."""
@@ -81,7 +77,7 @@ def verdicts(runs_root: Path, flows: list[str], window: timedelta, since: dateti
         end = first
         while end + closing <= until:
             start = end - window
-            result = result_file(runs_root, flow, start, end)
+            result = RunFolder.of(runs_root, flow, Window(start, end)).result
             row: dict[str, Any] = {"flow": flow, "window": iso_z(start), "verdict": None,
                                    "after_closing_s": None}
             if result.exists():

@@ -28,8 +28,9 @@ from harness.drill.truth import sql_time
 from harness.services.airflow import airflow, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.smtp import MailCatcher
-from kafka_recon.runfolder import RunFolder
+from kafka_recon.runfolder import RunFolder, window_folder_name
 from kafka_recon.settings import REPO_ROOT
+from kafka_recon.window import Window
 
 FLOW = "demo_orders"
 TOPIC = "orders"
@@ -189,7 +190,7 @@ def run_demo(workdir: Path, orders: int = 1000, crash_after_batches: int = 3) ->
     finally:
         mail.stop()
         kafka.stop()
-    run = workdir / "runs" / FLOW / f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}"
+    run = workdir / "runs" / FLOW / window_folder_name(Window(start, end))
     result_path = RunFolder(run).result
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     return DemoOutcome(run, result, facts, sorted((workdir / "mail").glob("*.eml")),

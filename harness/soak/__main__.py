@@ -34,9 +34,9 @@ from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
 from harness.soak.faults import FAULTS, Fault
 from kafka_recon.result.model import Result
-from kafka_recon.runfolder import RunFolder
+from kafka_recon.runfolder import RunFolder, window_folder_name
 from kafka_recon.settings import REPO_ROOT
-from kafka_recon.window import iso_z
+from kafka_recon.window import Window, iso_z
 
 FLOW = "soak"
 DAG = f"recon__{FLOW}"
@@ -96,7 +96,7 @@ def judge(soak: Soak, run: dict[str, Any]) -> dict[str, Any]:
     start = datetime.fromisoformat(run["data_interval_start"].replace("Z", "+00:00"))
     end = datetime.fromisoformat(run["data_interval_end"].replace("Z", "+00:00"))
     p = soak.pipeline
-    out = soak.work / "runs" / FLOW / f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}"
+    out = soak.work / "runs" / FLOW / window_folder_name(Window(start, end))
     topic, late = topic_ids(p.bootstrap, p.topic, start, end, end + GRACE)
     truth = Truth(upstream=sql_ids(str(p.upstream), "src", start, end), topic=topic,
                   late=late, sinks={"warehouse": sql_ids(str(p.sink), "dst", start, end)})
