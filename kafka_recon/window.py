@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from kafka_recon.errors import WindowError
+
+if TYPE_CHECKING:  # Spark's types only: the window is imported where Spark is not
+    from pyspark.sql import Column
 
 
 def parse_instant(text: str, what: str) -> datetime:
@@ -67,6 +71,25 @@ class Window:
     def sql_params(self) -> dict[str, datetime]:
         """Naive UTC bounds: what SQLite text columns and PostgreSQL timestamps both compare."""
         return {"start": self.start.replace(tzinfo=None), "end": self.end.replace(tzinfo=None)}
+
+
+# Instants cross between Spark and Python as numbers: PySpark, classic and Connect alike, turns
+# a timestamp it hands to Python into a naive datetime in the Python process's local zone,
+# whatever the JVM's (on a host on Shanghai time every bucket was labelled 8 hours late). A
+# timestamp leaves Spark as `micros(column)` and comes back as `from_micros(number)`.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(col: Column | str) -> Column:
+    """A Spark timestamp column as microseconds since the epoch, to be collected."""
+    from pyspark.sql import functions as F
+
+    return F.unix_micros(F.col(col) if isinstance(col, str) else col)
+
+
+def from_micros(value: int) -> datetime:
+    """An instant collected from Spark as `micros`, as an aware UTC datetime."""
+    return EPOCH + timedelta(microseconds=int(value))
 
 
 def iso_z(t: datetime) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from kafka_recon.config import TableTier
 from kafka_recon.errors import TableTierError
 from kafka_recon.runfiles.aggregates import StreamWriter
-from kafka_recon.window import Window, iso_z
+from kafka_recon.window import Window, from_micros, iso_z, micros
 
 if TYPE_CHECKING:  # Spark is handed in by the step that reads: the sources never start one
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -100,12 +100,12 @@ def _writers(spark: SparkSession, tier: TableTier, window: Window, as_of: int | 
                                                           2**62)))
     rows = (streamed.groupBy(F.col("operationParameters").getItem("queryId").alias("q"))
             .agg(F.min(epoch).alias("first"), F.max(epoch).alias("last"),
-                 F.min("timestamp").alias("first_at"), F.max("timestamp").alias("last_at"),
-                 F.count("*").alias("commits"))
+                 micros(F.min("timestamp")).alias("first_at"),
+                 micros(F.max("timestamp")).alias("last_at"), F.count("*").alias("commits"))
             .orderBy("first_at").collect())
     return [StreamWriter(query_id=str(r["q"]), first_epoch=int(r["first"] or 0),
-                         last_epoch=int(r["last"] or 0), first_at=iso_z(r["first_at"]),
-                         last_at=iso_z(r["last_at"]), commits=int(r["commits"]))
+                         last_epoch=int(r["last"] or 0), first_at=iso_z(from_micros(r["first_at"])),
+                         last_at=iso_z(from_micros(r["last_at"])), commits=int(r["commits"]))
             for r in rows]
 
 

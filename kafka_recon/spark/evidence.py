@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 from pyspark.sql import Column, DataFrame
@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from kafka_recon.config import KafkaTier, Point
 from kafka_recon.runfiles.aggregates import HopTally, Runs, Shape, Stamps
 from kafka_recon.spark.tally import reduce_union
+from kafka_recon.window import from_micros, iso_z, micros
 
 K = TypeVar("K")
 Evidence = Runs | Shape | Stamps
@@ -274,6 +275,8 @@ def summaries(tables: dict[K, DataFrame], tagged: Sequence[Tagged[K]] = ()
         F.sum("same").over(every).alias("t_same"),
         F.sum("stamped").over(every).alias("t_stamped"),
     ).where((F.col("n") == 1) | (F.col("records").isNotNull() & (F.col("n") <= MAX_RUNS)))
+    times = ("first_time", "last_time", "first_ts", "last_ts", "t_first_time", "t_last_time")
+    kept = kept.withColumns({c: micros(c) for c in times})
     out: dict[K, dict[str, Any]] = {k: _empty_summary(kind) for k, kind in slots
                                     if k is not None}
     # a few rows per table, put in order here: a sort by Spark would cost a job of its own
@@ -315,8 +318,8 @@ def _empty_summary(kind: str) -> dict[str, Any]:
     return {"runs": 0, "records": 0, "partitions": 0, "largest": []}
 
 
-def _iso(t: datetime | None) -> str | None:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else None
+def _iso(t: int | None) -> str | None:
+    return iso_z(from_micros(t)) if t is not None else None
 
 
 @dataclass(frozen=True)

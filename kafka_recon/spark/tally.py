@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from kafka_recon.spark.conf import shuffle_partitions
 from kafka_recon.spark.read import bucket_of, identifiable
 from kafka_recon.spark.session import cores, release
+from kafka_recon.window import from_micros, iso_z, micros
 
 
 def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket_seconds: int,
@@ -102,18 +103,18 @@ def tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
     """Marks tallied, a few rows to the driver: {(kind, at): {bucket: n}} (a null bucket as
     ''); for `span` marks {(kind, at): {partition: {records, first_offset, last_offset}}}."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in tally(marked).collect():
+    for r in tally(marked).withColumn("bucket", micros("bucket")).collect():
         into = out.setdefault((r["kind"], int(r["at"])), {})
         if r["kind"] == "span":
             into[str(r["part"])] = {"records": int(r["n"]),
                                     "first_offset": int(r["first_offset"]),
                                     "last_offset": int(r["last_offset"])}
         else:
-            bucket = r["bucket"].strftime("%Y-%m-%dT%H:%M:%SZ") if r["bucket"] else ""
+            bucket = iso_z(from_micros(r["bucket"])) if r["bucket"] is not None else ""
             into[bucket] = int(r["n"] or 0)
     return out
 
 
 def bucket_counts(df: DataFrame, value: str | None = None) -> dict[str, int]:
-    return {r["bucket"].strftime("%Y-%m-%dT%H:%M:%SZ"): int(r["n"] or 0)
-            for r in per_bucket(df, value).collect()}
+    return {iso_z(from_micros(r["bucket"])): int(r["n"] or 0)
+            for r in per_bucket(df, value).withColumn("bucket", micros("bucket")).collect()}

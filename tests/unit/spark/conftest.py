@@ -26,3 +26,16 @@ def spark() -> Iterator[SparkSession]:
     s = session("kafka-recon unit", master="local[1]", jars=spark_jars(), records=1000)
     yield s
     s.stop()
+
+
+@pytest.fixture(params=["Asia/Shanghai", "America/New_York"])
+def host_zone(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """This Python process on a host zone other than UTC (east, and west with daylight saving),
+    as many hosts that run pipelines are: the JVM stays on UTC, as kafka-recon starts it."""
+    import time
+
+    monkeypatch.setenv("TZ", request.param)
+    time.tzset()
+    yield request.param
+    monkeypatch.undo()
+    time.tzset()
