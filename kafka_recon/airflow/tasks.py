@@ -47,8 +47,8 @@ def validate(flow: str, start: str, end: str) -> bool:
 
     summary = orchestrate.validate(held_run(flow, start, end))
     if not summary.success:
-        failed = {k: [f.expectation for f in v.failed] for k, v in summary.suites.items()
-                  if v.failed}
+        failed = "; ".join(f"{k}: {f.said}" for k, v in summary.suites.items()
+                           for f in v.failed)
         # the window's answer: a retry would validate the same counts
         raise AirflowFailException(f"Great Expectations validation failed: {failed}")
     return True

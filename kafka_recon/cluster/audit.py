@@ -296,6 +296,39 @@ def _denied() -> tuple[int, ...]:
     return (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 
 
+# Where each rule's advice is documented, for the owner who reads the report: the setting's own
+# entry in Apache Kafka's documentation (MirrorMaker 2's for a mirror's)
+KAFKA_DOCS = "https://kafka.apache.org/documentation/"
+DOCS = {
+    "P1-acks": "#producerconfigs_acks",
+    "P2-idempotence": "#producerconfigs_enable.idempotence",
+    "P3-in-flight": "#producerconfigs_max.in.flight.requests.per.connection",
+    "P4-retries": "#producerconfigs_retries",
+    "P5-retry-backoff": "#producerconfigs_retry.backoff.ms",
+    "T1-replication": "#replication",
+    "T2-min-isr": "#topicconfigs_min.insync.replicas",
+    "T3-min-isr-equals-rf": "#topicconfigs_min.insync.replicas",
+    "T4-unclean-election": "#topicconfigs_unclean.leader.election.enable",
+    "C1-auto-commit": "#consumerconfigs_enable.auto.commit",
+    "S1-size-chain": "#topicconfigs_max.message.bytes",
+    "R1-retention-vs-lag": "#topicconfigs_retention.ms",
+    "H1-under-replicated": "#replication",
+    "H2-below-min-isr": "#topicconfigs_min.insync.replicas",
+    "H3-no-leader": "#replication",
+    "A1-audit-incomplete": "#security_authz",
+    "M1-mirror-acks": "#georeplication-config-syntax",
+    "M2-errors-tolerance": "#georeplication-config-syntax",
+    "M3-sync-topic-configs": "#georeplication-config-syntax",
+    "M4-mirror-replication-factor": "#georeplication-config-syntax",
+    "M5-offset-translation": "#georeplication-config-syntax",
+}
+
+
+def docs_of(rule: str) -> str:
+    """The documentation a rule's advice comes from: a link the report shows beside it."""
+    return KAFKA_DOCS + DOCS[rule]
+
+
 # a health finding that makes a run inconclusive: the window could not be read whole
 BLOCKING = {"H2-below-min-isr", "H3-no-leader"}
 
@@ -309,7 +342,8 @@ def evaluate(facts: Facts, rules: list[Rule] | None = None) -> list[Risk]:
         for hit in rule.check(facts):
             findings.append(Risk.model_validate({
                 "kind": rule.kind, "rule": rule.id, "side": rule.side, "severity": rule.severity,
-                "seed": rule.seed, "topic": facts.topic, "where": hit.where,
+                "seed": rule.seed, "docs": docs_of(rule.id), "topic": facts.topic,
+                "where": hit.where,
                 "observed": hit.observed, "recommended": hit.recommended,
                 "why": rule.why, "fix": rule.fix, "blocking": rule.id in BLOCKING,
             }))
@@ -533,6 +567,7 @@ def audit_mirror(tier: KafkaTier, config_dir: Path) -> list[Risk]:
     props, source, target = replication(tier, config_dir)
     where = f"{Path(tier.mirror_properties or '').name} ({source}->{target})"
     return [Risk(kind="config_risk", rule=rule, side="replication", severity=sev,
-                 seed="000,004", topic=tier.topic, where=where, observed=observed,
+                 seed="000,004", docs=docs_of(rule), topic=tier.topic, where=where,
+                 observed=observed,
                  recommended=recommended, why=why, fix=fix, blocking=False)
             for rule, sev, observed, recommended, why, fix in _mirror_rules(props, source, target)]

@@ -151,6 +151,9 @@ def render_report(result: Result, folder: RunFolder,
            # the window after its repair: each planned hop's missing records in this result
            "missing_now": {f"{h['from']}->{h['to']}": h["missing"] for h in as_json["hops"]},
            "validation": validation.as_json() if validation else None,
+           # each suite's failures in words (an older validation.json's too)
+           "failed": {name: [f.said for f in s.failed]
+                      for name, s in (validation.suites.items() if validation else ())},
            "risks": risks, "id_files": files, "preview_n": PREVIEW_IDS,
            "data_docs": folder.relative(docs) if docs else None,
            "links": links(result, folder, docs)}

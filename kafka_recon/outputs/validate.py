@@ -96,15 +96,69 @@ def _validate(result: Result, run_ctx: Path, tolerance: Tolerance, volume: Volum
     for name, frame, label in checks:
         vd = context.validation_definitions.get(name)
         res = vd.run(batch_parameters={"dataframe": frame}, expectation_parameters=params)
-        suites[label] = SuiteOutcome(success=bool(res.success), failed=[
-            FailedExpectation(expectation=r.expectation_config.type,
-                              kwargs={k: _plain(v) for k, v in
-                                      r.expectation_config.kwargs.items() if k != "batch_id"},
-                              observed=_plain(r.result.get("observed_value")))
-            for r in res.results if not r.success and r.expectation_config is not None])
+        failed = []
+        for r in res.results:
+            if r.success or r.expectation_config is None:
+                continue
+            kwargs = {k: _plain(v) for k, v in r.expectation_config.kwargs.items()
+                      if k != "batch_id"}
+            kind = r.expectation_config.type
+            failed.append(FailedExpectation(
+                expectation=kind, kwargs=kwargs, observed=_plain(r.result.get("observed_value")),
+                words=failure_words(name, kind, kwargs, frame.to_dict("records"), params,
+                                    label.partition("[")[2].rstrip("]"))))
+        suites[label] = SuiteOutcome(success=bool(res.success), failed=failed)
     context.build_data_docs()
     return Validation(success=all(s.success for s in suites.values()), suites=suites,
                       volume=volume)
+
+
+# what each pair of the hops suite checks, as a sentence of one failing hop's row
+PAIR_WORDS = {
+    ("allowed_missing", "missing"): "{missing} records missing, {allowed_missing} allowed",
+    ("allowed_duplicate", "duplicate"): "{duplicate} duplicate records, {allowed_duplicate} "
+                                        "allowed",
+    ("allowed_unexpected", "unexpected"): "{unexpected} unexpected records, "
+                                          "{allowed_unexpected} allowed",
+    ("expected_plus_unexpected", "observed"): "{observed} records observed, more than the "
+                                              "{expected} expected and {unexpected} unexpected "
+                                              "together",
+}
+
+
+def failure_words(suite: str, kind: str, kwargs: dict[str, Any], rows: list[dict[str, Any]],
+                  params: dict[str, Any], tier: str = "") -> str:
+    """A failed expectation as an owner reads it: which hop or tier, what was seen and what
+    was allowed, from the rows the suite checked (GX's own observed value is None for a
+    column pair)."""
+    def num(v: Any) -> Any:
+        return _plain(v)
+
+    if suite == "recon_hops":
+        pair = (kwargs.get("column_A"), kwargs.get("column_B"))
+        if pair in PAIR_WORDS:
+            a, b = pair
+            bad = [r for r in rows if not num(r[a]) >= num(r[b])]
+            return "; ".join(f"{r['hop']}: " + PAIR_WORDS[pair].format(
+                **{k: num(v) for k, v in r.items()}) for r in bad)
+        column = kwargs.get("column")
+        if column in ("missing", "unexpected", "duplicate"):
+            bad = [r for r in rows if num(r[column]) < 0]
+            return "; ".join(f"{r['hop']}: a negative count of {column} records "
+                             f"({num(r[column])})" for r in bad)
+    if suite == "recon_replays":
+        of = f" of {tier}" if tier else ""
+        if kwargs.get("column") == "fingerprint":
+            return (f"the {len(rows)} replays{of} read different ids "
+                    f"({len({r['fingerprint'] for r in rows})} different fingerprints)")
+        if kwargs.get("column") == "count":
+            return (f"the {len(rows)} replays{of} read different counts: "
+                    + ", ".join(str(num(r["count"])) for r in rows))
+    if suite == "recon_volume" and rows:
+        r = rows[0]
+        return (f"{r['tier']}: {num(r['records'])} records, expected between "
+                f"{params.get('volume_min')} and {params.get('volume_max')}")
+    return FailedExpectation(expectation=kind, kwargs=kwargs).said
 
 
 def _plain(value: Any) -> Any:

@@ -119,8 +119,9 @@ CAUSES: dict[str, Known] = {
         "000,004", "Keep the source topic's retention.ms above the mirror's or processor's "
                    "worst lag; a processor must produce its output before it commits its "
                    "input (or use transactions)."),
-    "unknown": Known("004", "Follow seed 004's steps: confirm the loss, locate the hop, then "
-                            "check the hop's clients and the brokers' logs for the window."),
+    "unknown": Known("004", "Confirm the loss (re-run the window), find its hop in the "
+                            "report, then check that hop's clients and the brokers' logs for "
+                            "the window."),
 }
 
 

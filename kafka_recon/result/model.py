@@ -182,7 +182,7 @@ class Cause(_Model):
 
 
 class Finding(_Model):
-    _optional = frozenset({"rule", "severity", "seed", "topic", "where", "observed",
+    _optional = frozenset({"rule", "severity", "seed", "docs", "topic", "where", "observed",
                            "recommended", "why", "fix", "blocking", "cause", "group",
                            "offsets", "allowed"})
     kind: Kind
@@ -197,6 +197,8 @@ class Finding(_Model):
     """The audit's severity: high, medium or low."""
     seed: str | None = None
     """The audit's source article."""
+    docs: str | None = None
+    """The documentation the audit's advice comes from (a web address)."""
     topic: str | None = None
     """The audit's topic."""
     where: str | None = None

@@ -22,6 +22,7 @@ class Risk(Part):
     fix: str
     blocking: bool                # a health risk that keeps the window from being read whole
     tier: str | None = None       # the topic tier it was found on
+    docs: str | None = None       # the documentation the advice comes from (a web address)
 
 
 class Audit(RunFile):

@@ -13,6 +13,19 @@ class FailedExpectation(Part):
     expectation: str
     kwargs: dict[str, Any]
     observed: Any = None
+    words: str | None = None
+    """What failed, in words an owner reads: the hop or tier, what was seen, what was allowed."""
+
+    @property
+    def said(self) -> str:
+        """The failure as the report says it (an older file's without words: its type, and what
+        it observed when it says)."""
+        if self.words:
+            return self.words
+        column = self.kwargs.get("column") or " and ".join(
+            str(self.kwargs[k]) for k in ("column_A", "column_B") if k in self.kwargs)
+        return (f"{self.expectation}{f' on {column}' if column else ''}"
+                + (f" (observed {self.observed})" if self.observed is not None else ""))
 
 
 class SuiteOutcome(Part):
