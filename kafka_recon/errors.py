@@ -116,9 +116,42 @@ class StepFailed(ReconError):
         super().__init__(f"step '{step}' failed: {one_line(cause)}")
 
 
+# a line is cut here: a Java error's text can run to pages
+LONGEST = 500
+
+
 def one_line(exc: BaseException) -> str:
-    """An exception as one line: its type where the text alone would not say what it is."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """An exception as one line: its type where the text alone would not say what it is. A
+    failure inside a Spark worker's Python is named by the worker's own last exception, not by
+    the Java stack and Python traceback around it."""
+    text = str(exc)
+    worker = worker_exception(text)
+    if worker:
+        return f"a Spark worker failed: {worker}"[:LONGEST]
+    text = " ".join(text.split()) or type(exc).__name__
     if isinstance(exc, ReconError):
         return text
-    return f"{type(exc).__name__}: {text}"[:500]
+    return f"{type(exc).__name__}: {text}"[:LONGEST]
+
+
+def worker_exception(text: str) -> str | None:
+    """The exception a Spark worker's Python raised last, from the Python traceback in an
+    error's text (the last of a chain), or None when the text holds no traceback."""
+    lines = text.splitlines()
+    try:
+        first = next(i for i, line in enumerate(lines) if _TRACEBACK in line)
+    except StopIteration:
+        return None
+    last = None
+    for line in lines[first + 1:]:
+        if line.startswith("\tat "):
+            break  # the Java stack the traceback was wrapped in
+        if line.strip() and not line.startswith((" ", "\t")) and _TRACEBACK not in line \
+                and line.strip() not in _CHAINED:
+            last = line.strip()
+    return last
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+_CHAINED = ("During handling of the above exception, another exception occurred:",
+            "The above exception was the direct cause of the following exception:")

@@ -5,7 +5,9 @@ without importing Spark)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import sys
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -41,6 +43,10 @@ def session(app: str, master: str | None = None, jars: list[str] | None = None,
     else:
         builder = SparkSession.builder.appName(app)
         if master:
+            # the workers run this Python, which has kafka-recon's packages: Spark's default is
+            # whatever `python3` comes first on PATH, which outside an activated virtualenv
+            # has none of them (`repair deliver` failed with No module named 'upath')
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             if driver_options is None:
                 driver_options = archive_options(class_archive_path())
             builder = builder.master(master)
