@@ -121,7 +121,7 @@ def lease(run: Run) -> Lease:
 def begin(run: Run, owner: str | None = None) -> None:
     """Hold the window for this run (an Airflow run names itself `owner`; refused while another
     run holds it), then clear what every step writes, before any of them runs."""
-    run.out.mkdir(parents=True, exist_ok=True)
+    run.folder.make()
     if owner is not None:
         lease(run).claim(owner)
     run.folder.clear(*ALL_STEPS)

@@ -280,6 +280,12 @@ class RunFolder:
         return model.load(path) if path.exists() else None
 
     @_reached
+    def make(self) -> None:
+        """The folder itself, made where it does not exist (an object store's answers here
+        first, at a run's begin)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    @_reached
     def clear(self, *steps: str) -> None:
         """Remove every output of these steps (and their journal entries) before they run."""
         for step in steps:

@@ -471,11 +471,11 @@ def lake_jars() -> list[str]:
     return [str(j) for j in _jar_list("lake")]
 
 
-def spark_jars(lake: bool = False) -> list[str]:
+def spark_jars(lake: bool = False, objects: bool | None = None) -> list[str]:
     """Local jars for Spark: the window reader, the Kafka client, the JDBC drivers (never
-    --packages); with the runs root in an object store, Hadoop's S3A connector too
-    (`<jars>/s3/`: too large for the wheel, `make jars` fetches it); with `lake`, Iceberg's and
-    Delta's."""
+    --packages); with `objects` (a run folder in an object store; by default, whether the runs
+    root is in one), Hadoop's S3A connector too (`<jars>/s3/`: too large for the wheel, `make
+    jars` fetches it); with `lake`, Iceberg's and Delta's."""
     folder = spark_jars_dir()
     jars = sorted(folder.glob("*.jar"))
     if not any(j.name == READER_JAR for j in jars):
@@ -483,8 +483,15 @@ def spark_jars(lake: bool = False) -> list[str]:
             f"no {READER_JAR} in {folder}: the wheel ships it; in a checkout run `make reader` "
             "(javac compiles the window reader from jvm/src against the installed PySpark's "
             "jars), or set KAFKA_RECON_SPARK_JARS to a folder holding it and the Kafka client")
-    return [str(j) for j in jars] + ([str(j) for j in _jar_list("s3")] if runs_remote() else []
+    if objects is None:
+        objects = runs_remote()
+    return [str(j) for j in jars] + (object_store_jars() if objects else []
                                      ) + (lake_jars() if lake else [])
+
+
+def object_store_jars() -> list[str]:
+    """Hadoop's S3A connector and the AWS SDK (`<jars>/s3/`), for run folders in S3."""
+    return [str(j) for j in _jar_list("s3")]
 
 
 def lineage_jars() -> list[str]:

@@ -42,6 +42,12 @@ if TYPE_CHECKING:
     from kafka_recon.config import Flow
 
 
+# Spark's own log, once a command's session has started: a failed task logs its whole Java
+# stack and Python traceback, where a command says one line (what failed is in that line and
+# in the run's result); Spark's UI and event log keep the rest
+SPARK_LOG_LEVEL = "FATAL"
+
+
 def _run(a: argparse.Namespace) -> int:
     from kafka_recon import orchestrate
     from kafka_recon.settings import jvm_options, spark_jars, spark_remote
@@ -57,7 +63,10 @@ def _run(a: argparse.Namespace) -> int:
         raise UsageError("--master and --remote: a run uses its own Spark or a Spark Connect "
                          "server's, not both")
     # missing jars or a bad KAFKA_RECON_JVM_OPTIONS: a CannotRun before anything is written
-    jars = [] if remote else spark_jars(lake=bool(run.flow.table_tiers))
+    # the jars follow the run folder actually used: `--out s3://...` with a local runs root
+    # needs S3A as much as a runs root in S3 does
+    jars = [] if remote else spark_jars(lake=bool(run.flow.table_tiers),
+                                        objects=not run.folder.local)
     if not remote:
         jvm_options()
 
@@ -67,7 +76,7 @@ def _run(a: argparse.Namespace) -> int:
                     remote=remote, given=run.flow.spark_settings,
                     records=orchestrate.staged_size(run))
         if not remote:
-            s.sparkContext.setLogLevel("WARN")
+            s.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         return s
 
     try:
@@ -96,13 +105,13 @@ def _repair(a: argparse.Namespace) -> int:
     from kafka_recon.spark.session import session
 
     run = orchestrate.load(a.flow, a.start, a.end, a.config, a.out)
-    jars = spark_jars(lake=bool(run.flow.table_tiers))
+    jars = spark_jars(lake=bool(run.flow.table_tiers), objects=not run.folder.local)
     jvm_options()
 
     def spark() -> SparkSession:
         s = session(f"kafka-recon repair plan {run.flow.name}", master=a.master or "local[*]",
                     jars=jars, given=run.flow.spark_settings)
-        s.sparkContext.setLogLevel("WARN")
+        s.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         return s
 
     if a.action == "deliver":

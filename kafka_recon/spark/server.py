@@ -65,6 +65,10 @@ def server_command(master: str, host: str = "127.0.0.1", port: int = CONNECT_POR
     lake = (jars_dir() / "lake").is_dir()
     if lake:
         conf = {**DELTA_SPARK, **conf}
+    # and it writes to whichever run folder a run names: with S3A where it is installed, a
+    # run's `--out s3://...` works whatever the runs root is
+    objects = (jars_dir() / "s3").is_dir()
     env = {**os.environ}
     env.setdefault("PYSPARK_PYTHON", sys.executable)
-    return server_argv(master, host, port, spark_jars(lake=lake), conf, spark_submit()), env
+    return server_argv(master, host, port, spark_jars(lake=lake, objects=objects), conf,
+                       spark_submit()), env

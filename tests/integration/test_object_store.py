@@ -157,3 +157,56 @@ def test_kafka_recons_store_stopping_mid_run_ends_it_inconclusive_naming_it(
     assert "Traceback" not in stderr
     result = json.loads((folder / "result.json").read_text())
     assert result["status"] == "inconclusive" and any(named in r for r in result["reasons"])
+
+
+def test_a_run_given_an_object_store_by_out_alone_writes_there_and_is_exact(
+        kafka: KafkaCluster, s3: S3Server, tmp_path: Path) -> None:
+    """`--out s3://...` with the runs root left local, as `kafka-recon run --help` offers it:
+    Spark gets S3A because the run folder is in S3, whatever the runs root setting says."""
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.flow_through(20, sink_lacks={5})
+    environ = {k: v for k, v in env(s3, tmp_path).items() if k != "KAFKA_RECON_OUT"}
+    environ["KAFKA_RECON_HOME"] = str(tmp_path / "home")  # its runs root: a local folder
+    proc = start_run(scn, f"s3://recon_s3@{BUCKET}/adhoc/f/w4", environ)
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 1, stderr[-3000:]
+    assert "1 record(s) lost on the consume side (topic->sink)" in stdout
+    folder = s3.data / BUCKET / "adhoc" / "f" / "w4"
+    assert (folder / "missing" / "topic__sink.csv").read_text() == "id\n5\n"
+    assert json.loads((folder / "result.json").read_text())["status"] == "findings"
+
+
+def test_an_object_store_that_does_not_answer_at_begin_says_so_in_one_line(
+        kafka: KafkaCluster, s3: S3Server, tmp_path: Path) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.flow_through(5)
+    s3.kill()
+    environ = {k: v for k, v in env(s3, tmp_path).items() if k != "KAFKA_RECON_OUT"}
+    proc = start_run(scn, f"s3://recon_s3@{BUCKET}/adhoc/f/w5", environ)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 2, (stdout, stderr)
+    store = f"the object store at s3://{BUCKET} ({s3.endpoint}) did not answer"
+    assert f"INCONCLUSIVE - {store}" in stdout
+    assert stderr.strip().splitlines()[-1].startswith(f"kafka-recon: {store}"), stderr
+    assert "Traceback" not in stderr
+
+
+def test_an_object_store_that_stops_during_the_reconcile_ends_the_run_inconclusive(
+        kafka: KafkaCluster, s3: S3Server, tmp_path: Path) -> None:
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    scn.flow_through(20, sink_lacks={5})
+    proc = start_run(scn, f"s3://recon_s3@{BUCKET}/runs/f/w6", env(s3, tmp_path))
+    steps = s3.data / BUCKET / "runs" / "f" / "w6" / "steps"
+    deadline = time.monotonic() + 300
+    while not (steps / "reconcile.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    s3.kill()
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 2, (stdout, stderr)
+    store = f"the object store at s3://{BUCKET} ({s3.endpoint}) did not answer"
+    assert f"INCONCLUSIVE - {store}" in stdout, stdout
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"kafka-recon: {store}") and len(last) < 400, last
+    assert "Traceback" not in stderr
+    assert not (steps.parent / "result.json").exists()

@@ -10,8 +10,11 @@ pytestmark = pytest.mark.unit
 
 # as Py4J hands a failed job back to the driver (shortened): Java's message and stack around
 # the worker's Python traceback, the chained exception last
-SPARK = """An error occurred while calling o97.foreachPartition.
-: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 in stage 3.0 (TID 3) (192.0.2.2 executor driver): org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+SPARK = ("""An error occurred while calling o97.foreachPartition.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 """
+         """failed 1 times, most recent failure: Lost task 0.0 in stage 3.0 (TID 3) """
+         """(192.0.2.2 executor driver): org.apache.spark.api.python.PythonException: """
+         """Traceback (most recent call last):
   File "/venv/lib/python3.11/site-packages/pyspark/serializers.py", line 473, in loads
     return cloudpickle.loads(obj, encoding=encoding)
            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
@@ -24,11 +27,11 @@ Traceback (most recent call last):
     from upath import UPath
 ModuleNotFoundError: No module named 'upath'
 
-\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:614)
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(...)
 \tat org.apache.spark.api.python.PythonRunner$$anon$3.read(PythonRunner.scala:945)
 Driver stacktrace:
-\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2935)
-"""
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(...)
+""")
 
 
 class Py4JJavaError(Exception):
