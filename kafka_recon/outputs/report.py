@@ -113,6 +113,10 @@ def links(result: Result, folder: RunFolder, docs: str | None) -> dict[str, str]
             "data_docs": f"{where}/{folder.relative(docs)}" if docs else ""}
 
 
+def _nothing_for_none(value: Any) -> Any:
+    return "" if value is None else value
+
+
 def render_report(result: Result, folder: RunFolder,
                   validation: Validation | None = None) -> dict[str, str]:
     """Write report.html (chart embedded), mail.html (chart as cid:), report.txt and chart.png.
@@ -133,9 +137,13 @@ def render_report(result: Result, folder: RunFolder,
         write_bytes(chart, png)
     else:
         remove(chart)  # a re-run without buckets must not show the old chart
+    # a value a run does not have (a counts-only tier's distinct ids) is said as nothing,
+    # never as 'None'
     env = Environment(loader=PackageLoader("kafka_recon", "templates"),
-                      autoescape=select_autoescape(["html", "j2"], default=True))
-    text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False)
+                      autoescape=select_autoescape(["html", "j2"], default=True),
+                      finalize=_nothing_for_none)
+    text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False,
+                           finalize=_nothing_for_none)
     risks = [f.as_json() for f in result.risks]
     files = [{**f, "first": preview(folder.inside(f["path"]))} for f in id_files(result)]
     docs = validation.data_docs if validation else None

@@ -9,6 +9,7 @@ import pytest
 
 from harness.demo.__main__ import lost_ids, run_demo
 from harness.services.smtp import read_maildir
+from tests.report_lines import html_lines, meaningless
 
 pytestmark = pytest.mark.integration
 
@@ -60,5 +61,10 @@ def test_daily_dag_finds_and_mails_the_demo_consume_side_loss(tmp_path: Path,
     [row] = history.flow_runs("demo_orders", eng=eng)
     assert row["status"] == "findings" and row["missing"] == len(truth)
     assert row["report"].endswith("report.html") and row["data_docs"].endswith("index.html")
+    # every line of the report and the mail means something for this flow: no 'as of' for
+    # its SQL tiers and topic, no seed column, the validation's failure in words
+    assert meaningless(outcome.run_dir) == []
+    assert [line for line in html_lines(body) if "as of" in line or "seed" in line] == []
+    assert "orders_topic->warehouse: " in (outcome.run_dir / "report.txt").read_text()
     shutil.copy(outcome.mails[0], artifacts_dir / "demo-mail.eml")
     shutil.copy(outcome.run_dir / "report.html", artifacts_dir / "demo-report.html")

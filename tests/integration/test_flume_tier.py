@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from harness.services.kafka import KafkaCluster
+from kafka_recon import orchestrate
 from kafka_recon.config import load_flows
 from tests.integration.engine_harness import END, START, Scenario, at, findings
+from tests.report_lines import meaningless
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +106,13 @@ def test_flume_channel_loss_is_located_inside_the_agent_across_a_restart(
     by_name = {t["name"]: t["count"] for t in r["tiers"]}
     assert by_name == {"db": 100, "collector.source": 100, "collector.sink": 95, "topic": 95,
                        "sink": 95}, "the restart is not read as negative traffic"
+    # its report, validated: every line says something of this flow's tiers
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    orchestrate.validate(run)
+    orchestrate.report(run)
+    assert meaningless(scn.out) == []
+    assert "collector.source->collector.sink: 5 records missing, 0 allowed" in \
+        (scn.out / "report.txt").read_text()
 
 
 def test_a_missing_snapshot_makes_the_run_inconclusive(

@@ -28,6 +28,7 @@ from harness.services.kafka import KafkaCluster
 from harness.services.mariadb import MariaDBServer
 from harness.services.ports import free_port
 from tests.integration.engine_harness import END, START, Scenario, text
+from tests.report_lines import meaningless
 
 pytestmark = pytest.mark.integration
 
@@ -137,6 +138,7 @@ def test_an_iceberg_sink_is_exact_to_the_id_and_names_the_snapshot_it_read(lakes
     sink = result["tiers"][2]
     assert sink["where"] == "iceberg table lake.db.orders" and sink["as_of"] > 0
     assert f"read as of snapshot {sink['as_of']}" in (out / "report.txt").read_text()
+    assert meaningless(out) == [], "only the table tier says what it was read as of"
 
     # the table's first snapshot, pinned: it held the first commit only
     first = _snapshots(lakes.warehouse)[0]

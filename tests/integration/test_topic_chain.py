@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.services.kafka import KafkaCluster, StageProducer
 from kafka_recon import orchestrate
 from tests.integration.engine_harness import END, START, Scenario, at, findings
+from tests.report_lines import meaningless
 
 pytestmark = pytest.mark.integration
 
@@ -149,6 +150,13 @@ def test_each_hop_of_a_three_topic_chain_names_its_own_loss_and_copies(
     replays = json.loads((chain.out / "replays.json").read_text())
     assert [t["tier"] for t in replays["topics"]] == ["topic", "mirrored", "enriched"]
     assert replays["topics"][1]["grace_seconds"] == 1800
+    # its report, validated: every line says something of a flow through three topics
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), chain.config, chain.out)
+    orchestrate.validate(run)
+    orchestrate.report(run)
+    assert meaningless(chain.out) == []
+    assert "topic->mirrored: 10 records missing, 0 allowed" in \
+        (chain.out / "report.txt").read_text()
 
 
 def test_a_mirrors_copies_within_the_hops_tolerance_leave_the_chain_ok(

@@ -44,8 +44,10 @@ FLOWS = {
         hops=[hop("orders_topic", "lake", "consume", 10, 10)],
         replays=[replay("g1", 10), replay("g2", 10)]),
     "flume": result(
-        "logs", tiers=[tier("db", 10), tier("collector.source", 10, where="flume agent"),
-                       tier("collector.sink", 8, where="flume agent"), tier("topic", 8)],
+        "logs", tiers=[tier("db", 10),
+                       tier("collector.source", 10, where="flume agent", distinct=None),
+                       tier("collector.sink", 8, where="flume agent", distinct=None),
+                       tier("topic", 8)],
         hops=[hop("db", "collector.source", "write", 10, 10),
               hop("collector.source", "collector.sink", "write", 10, 8, missing=2,
                   exact=False),
