@@ -71,7 +71,7 @@ SETTINGS: tuple[Setting, ...] = (
             '14',
             "how long the flight recorder's snapshots are kept"),
     Setting('KAFKA_RECON_UI_URL', '',
-            'none',
+            "Airflow's `[api] base_url`, where set",
             "Airflow's address, for links in mails"),
     Setting('KAFKA_RECON_METRICS_TOKEN', '',
             'none',
@@ -311,7 +311,14 @@ def metrics_token() -> str | None:
 
 
 def ui_url() -> str | None:
-    return os.environ.get("KAFKA_RECON_UI_URL") or None
+    """The Airflow address owners reach, for links in mails and alerts: KAFKA_RECON_UI_URL,
+    else Airflow's own `[api] base_url` where the deployment set it."""
+    value = os.environ.get("KAFKA_RECON_UI_URL")
+    if value:
+        return value
+    conf = None if os.environ.get(RESOLVED_VAR) == "1" else _airflow_conf()
+    base = conf.get("api", "base_url", fallback=None) if conf is not None else None
+    return str(base) if base else None
 
 
 def _count(var: str, default: int) -> int:

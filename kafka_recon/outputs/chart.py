@@ -20,17 +20,62 @@ def _t(iso: str) -> datetime:
     return parse_instant(iso, "chart")
 
 
-def _figure(width: float = 9, height: float = 3.6) -> tuple[Any, Any]:
+def _figure(width: float = 9, height: float = 3.6, gaps_panel: bool = False
+            ) -> tuple[Any, Any, Any]:
+    """A figure with the records' panel and, with `gaps_panel`, a smaller one below it on the
+    same time axis for the missing and duplicate records: each count on a scale of its own
+    meaning, never two unrelated y axes on one panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(width, height), dpi=100)
-    ax.grid(True, alpha=0.3)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    return fig, ax
+    if gaps_panel:
+        fig, (ax, low) = plt.subplots(2, 1, figsize=(width, height * 1.35), dpi=100,
+                                      sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+    else:
+        fig, ax = plt.subplots(figsize=(width, height), dpi=100)
+        low = None
+    for a in (ax, low):
+        if a is None:
+            continue
+        a.grid(True, alpha=0.3)
+        for side in ("top", "right"):
+            a.spines[side].set_visible(False)
+    return fig, ax, low
+
+
+# tiers often agree exactly: each is drawn thinner and dashed differently over the one before,
+# so a tier under another still shows
+_STYLES = [("-", 3.2), ("--", 2.2), (":", 1.8), ("-.", 1.4)]
+
+
+def _tier_style(i: int) -> dict[str, Any]:
+    style, width = _STYLES[i % len(_STYLES)]
+    return {"linestyle": style, "linewidth": width, "zorder": 3 + i}
+
+
+def _gap_bars(low: Any, xs: list[datetime], missing: list[int], duplicate: list[int],
+              width: timedelta, unit: str) -> None:
+    """Missing records (red) and duplicates (orange) side by side, each bar labelled."""
+    both = any(missing) and any(duplicate)
+    half = width / 2 if both else width
+    for values, color, label, shift in ((missing, _LOSS, "missing", -half / 2),
+                                        (duplicate, _DUP, "duplicate", half / 2)):
+        if not any(values):
+            continue
+        shift = shift if both else width * 0
+        bars = low.bar([x + shift for x in xs], values, width=half, color=color, label=label,
+                       align="center")
+        low.bar_label(bars, labels=[str(v) if v else "" for v in values], fontsize=7,
+                      color=color, padding=1)
+    low.set_ylabel(f"records per {unit}", fontsize=8)
+    top = max([1, *missing, *duplicate])
+    low.set_ylim(0, top * 1.35)  # room for the labels above the tallest bar
+    from matplotlib.ticker import MaxNLocator
+
+    low.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
+    low.legend(fontsize=8, loc="upper left", ncols=2, frameon=False)
 
 
 def _png(fig: Any) -> bytes:
@@ -56,38 +101,30 @@ def gaps(result: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 
 def run_chart(result: dict[str, Any]) -> bytes:
-    """Records per bucket for every tier; buckets where records went missing are marked red."""
+    """Records per bucket for every tier (above) and, where records went missing or were
+    duplicated, those records per bucket (below, on their own scale)."""
     from matplotlib import dates as mdates
 
     step = timedelta(seconds=result.get("bucket_seconds") or 3600)
-    fig, ax = _figure()
-    for t in result["tiers"]:
-        b = t.get("buckets") or {}
-        if not b:
-            continue
+    marked = gaps(result)
+    fig, ax, low = _figure(gaps_panel=bool(marked))
+    for i, t in enumerate(t for t in result["tiers"] if t.get("buckets")):
+        b = t["buckets"]
         xs = [_t(k) for k in sorted(b)]
         ax.step(xs + [xs[-1] + step], [b[k] for k in sorted(b)] + [b[sorted(b)[-1]]],
-                where="post", label=t["name"], linewidth=1.6)
-    marked = gaps(result)
-    for bucket, g in sorted(marked.items()):
-        x0 = _t(bucket)
-        color = _LOSS if g["missing"] else _DUP
-        ax.axvspan(x0, x0 + step, color=color, alpha=0.18, linewidth=0)
-        words = [f"-{g['missing']}" if g["missing"] else "", f"+{g['duplicate']} dup"
-                 if g["duplicate"] else ""]
-        ax.annotate(" ".join(w for w in words if w), xy=(x0 + step / 2, 1.0),
-                    xycoords=("data", "axes fraction"), ha="center", va="bottom",
-                    color=color, fontsize=8, fontweight="bold")
+                where="post", label=t["name"], **_tier_style(i))
     ax.set_ylabel(f"records per {_duration(step)}")
     ax.set_ylim(bottom=0)
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))
-    fig.autofmt_xdate()
-    title = f"{result['flow']}: records per bucket"
-    if marked:
-        title += " (red: records missing)"
-    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_title(f"{result['flow']}: records per bucket (UTC)", fontsize=10, loc="left")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="lower left")
+    if low is not None:
+        at = sorted(marked)
+        _gap_bars(low, [_t(b) + step / 2 for b in at], [marked[b]["missing"] for b in at],
+                  [marked[b]["duplicate"] for b in at], step * 0.8, _duration(step))
+    bottom = low if low is not None else ax
+    bottom.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))
+    fig.autofmt_xdate()
     return _png(fig)
 
 
@@ -97,40 +134,41 @@ def history_chart(flow: str, rows: list[dict[str, Any]]) -> bytes:
 
 
 def history_figure(flow: str, rows: list[dict[str, Any]]) -> tuple[Any, Any]:
-    """The history chart's figure and axes (what `history_chart` renders): one point per
-    window and tier, labelled by what tells windows apart (days, hours or minutes)."""
-    fig, ax = _figure(9, 3.2)
+    """The history chart's figure and records' axes (what `history_chart` renders): one point
+    per window and tier, labelled by what tells windows apart (days, hours or minutes); the
+    missing records per window in a panel of their own below."""
     rows = sorted(rows, key=lambda r: r["window_start"])
     xs = [_t(r["window_start"]) for r in rows]
-    tiers = sorted({t for r in rows for t in r.get("tiers", {})})
-    for tier in tiers:
+    missing = [int(r.get("missing") or 0) for r in rows]
+    duplicate = [int(r.get("duplicate") or 0) for r in rows]
+    fig, ax, low = _figure(9, 3.2, gaps_panel=any(missing) or any(duplicate))
+    tiers = list(dict.fromkeys(t for r in rows for t in r.get("tiers", {})))  # flow order
+    for i, tier in enumerate(tiers):
         # not clipped: a window of zero records is a point on the axis, not under it
         ax.plot(xs, [r.get("tiers", {}).get(tier, 0) for r in rows], marker="o",
-                markersize=4, label=tier, clip_on=False, zorder=3)
+                markersize=4, label=tier, clip_on=False, **_tier_style(i))
     # a window's length in days: bars as wide as 60% of it, and room for one window each side
     span = (_t(rows[0]["window_end"]) - xs[0]).total_seconds() / 86400 if rows else 1.0
     if xs:
         ax.set_xlim(xs[0] - timedelta(days=span), xs[-1] + timedelta(days=span))
-    if any(r.get("missing") for r in rows):
-        ax2 = ax.twinx()
-        ax2.bar(xs, [r.get("missing", 0) for r in rows], color=_LOSS, alpha=0.5,
-                width=0.6 * span, label="missing")
-        ax2.set_ylabel("missing", color=_LOSS)
-        ax2.set_ylim(bottom=0)
+    if low is not None:
+        _gap_bars(low, xs, missing, duplicate, timedelta(days=0.6 * span), "window")
     for x, r in zip(xs, rows, strict=True):
         if r["status"] == "inconclusive":
-            ax.axvline(x, color="#bbbbbb", linestyle=":")
+            ax.axvline(x, color="#bbbbbb", linestyle=":", label=None)
     from matplotlib import dates as mdates
 
     # ticks where windows are, labelled at their scale: a date for daily windows, the hour or
     # minute for shorter ones (the date once, in the offset), never one date nine times
+    bottom = low if low is not None else ax
     locator = mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=9)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
+    bottom.xaxis.set_major_locator(locator)
+    bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
     ax.set_title(f"{flow}: records per window (UTC)", fontsize=10, loc="left")
     from matplotlib.ticker import MaxNLocator
 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # records are whole
+    ax.set_ylabel("records per window", fontsize=8)
     ax.set_ylim(bottom=0, top=max([1, *(n for r in rows for n in r.get("tiers", {}).values())])
                 * 1.1)
     if tiers:

@@ -102,14 +102,17 @@ def preview(path: Path | UPath, n: int = PREVIEW_IDS) -> list[str]:
 def links(result: Result, folder: RunFolder, docs: str | None) -> dict[str, str] | None:
     """Web addresses of the report and Data Docs on the plugin page, when its address is known.
 
-    KAFKA_RECON_UI_URL is the Airflow address owners reach (e.g. http://airflow:8080); the
-    plugin serves every run folder under /recon/runs/<flow>/<window>/.
+    `settings.ui_url` is the Airflow address owners reach (e.g. http://airflow:8080); the
+    plugin shows each window at /recon/windows/<flow>/<window> and serves every run folder
+    under /recon/runs/<flow>/<window>/.
     """
     base = ui_url()
     if not base:
         return None
-    where = f"{base.rstrip('/')}/recon/runs/{result.flow}/{folder.path.name}"
-    return {"report": f"{where}/{folder.report.name}",
+    root = f"{base.rstrip('/')}/recon"
+    where = f"{root}/runs/{result.flow}/{folder.path.name}"
+    return {"window": f"{root}/windows/{result.flow}/{folder.path.name}",
+            "report": f"{where}/{folder.report.name}",
             "data_docs": f"{where}/{folder.relative(docs)}" if docs else ""}
 
 

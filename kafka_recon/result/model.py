@@ -324,9 +324,38 @@ class Result(_Model, RunFile):
         return head + " - " + "; ".join(parts)
 
     def subject(self) -> str:
-        """The mail's subject line."""
-        return (f"[kafka-recon] {self.flow} {self.window.start}..{self.window.end}: "
-                f"{self.status.upper()}")
+        """The mail's subject: status first, then the flow, what was found and the window, so
+        that a phone's list shows the status and the count before it cuts the line
+        ("FINDINGS orders: 100 lost, 2026-12-05")."""
+        if self.status == "inconclusive":
+            what = "could not see every record"
+        elif self.status == "findings":
+            counts: dict[str, int] = {}
+            for f in self.record_findings:
+                if f.fails:
+                    counts[f.words.short] = counts.get(f.words.short, 0) + f.count
+            what = ", ".join(f"{n:,} {words}" for words, n in counts.items())
+        else:
+            what = ("within tolerance" if any(f.words.failure for f in self.record_findings)
+                    else "every record accounted for")
+        return f"{self.status.upper()} {self.flow}: {what}, {window_label(self.window)}"
+
+
+def window_label(window: WindowJson) -> str:
+    """A window as a person names it, in UTC: a whole day by its date ("2026-12-05"), else
+    its times ("2026-12-05 10:35-10:40 UTC", "2026-12-05 22:00 - 2026-12-06 02:00 UTC")."""
+    from datetime import datetime, timedelta
+
+    start = datetime.fromisoformat(window.start.replace("Z", "+00:00"))
+    end = datetime.fromisoformat(window.end.replace("Z", "+00:00"))
+    if start.time() == end.time() == datetime.min.time():
+        days = (end - start).days
+        return f"{start:%Y-%m-%d}" + ("" if days == 1 else
+                                      f" - {end - timedelta(days=1):%Y-%m-%d}")
+    if start.date() == end.date() or end == datetime.combine(start.date() + timedelta(1),
+                                                              datetime.min.time(), end.tzinfo):
+        return f"{start:%Y-%m-%d %H:%M}-{end:%H:%M} UTC"
+    return f"{start:%Y-%m-%d %H:%M} - {end:%Y-%m-%d %H:%M} UTC"
 
 
 def decide_status(findings: list[Finding], reasons: list[str]) -> Status:

@@ -175,7 +175,7 @@ def test_adhoc_run_triggered_through_the_rest_api_mails_owners_and_records_histo
     [mail_file] = sorted(stack.mail.glob("*.eml"))
     [mail] = read_maildir(stack.mail)
     assert mail["To"] == "orders-team@example.com"
-    assert mail["Subject"] == (f"[kafka-recon] {FLOW} {stack.start}..{stack.end}: FINDINGS")
+    assert mail["Subject"] == f"FINDINGS {FLOW}: {len(lost)} lost, {stack.start[:10]}"
     html = mail.get_body(("html",))
     assert html is not None
     assert f"{len(lost)} records lost on the consume side between orders_topic and warehouse" \

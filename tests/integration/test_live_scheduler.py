@@ -25,7 +25,6 @@ from harness.live import LivePipeline, floor_to
 from harness.services.airflow import AirflowServers, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.smtp import MailCatcher, read_maildir
-from kafka_recon.window import iso_z
 
 pytestmark = pytest.mark.integration
 
@@ -210,7 +209,8 @@ def test_a_window_whose_sink_lost_rows_fails_at_once_and_mails_the_ids(
         ti = live.task(run["dag_run_id"], task_id)
         assert (ti["state"], ti["try_number"]) == ("failed", 1), ti
         assert ti["max_tries"] >= 2, ti
-    subject = f"[kafka-recon] {FLOW} {iso_z(start)}..{iso_z(end)}: FINDINGS"
+    subject = (f"FINDINGS {FLOW}: {len(live.lost[start])} lost, "
+               f"{start:%Y-%m-%d %H:%M}-{end:%H:%M} UTC")
     [mail] = [m for m in read_maildir(live.work / "mail") if m["Subject"] == subject]
     [ids] = list(mail.iter_attachments())
     assert sorted(int(i) for i in ids.get_content().split()[1:]) == live.lost[start]

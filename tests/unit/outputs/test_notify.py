@@ -28,7 +28,7 @@ def test_mail_has_text_and_html_with_the_chart_inline_and_the_ids_attached(tmp_p
     msg = build_message(_run(tmp_path), RunFolder(tmp_path), ["a@example.com", "b@example.com"],
                         "recon@example.com", cap=10_000)
     assert msg["To"] == "a@example.com, b@example.com"
-    assert msg["Subject"].endswith("FINDINGS") and "orders" in msg["Subject"]
+    assert msg["Subject"] == "FINDINGS orders: 25 lost, 2026-11-20"
     assert msg.get_content_type() == "multipart/mixed"
     text = msg.get_body(("plain",))
     html = msg.get_body(("html",))
@@ -66,16 +66,17 @@ def test_the_cap_must_be_a_byte_count(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_long_subject_reaches_the_reader_exactly_as_written(tmp_path: Path) -> None:
-    """Folded at 78 characters, '[kafka-recon] <flow> <window>: FINDINGS' broke before its
-    first word and read back with a leading space."""
+    """Folded at 78 characters, a subject such as 'FINDINGS <flow>: <counts>, <window>' broke
+    before its first word and read back with a leading space."""
     import email
     import email.policy
 
     from kafka_recon.outputs.notify import wire_bytes
     from kafka_recon.result.model import WindowJson
 
-    result = _run(tmp_path).model_copy(update={"flow": "live", "window": WindowJson(
-        start="2026-11-26T08:40:00Z", end="2026-11-26T08:45:00Z")})
+    result = _run(tmp_path).model_copy(update={
+        "flow": "live_orders_from_the_shop_into_the_warehouse",
+        "window": WindowJson(start="2026-11-26T08:40:00Z", end="2026-11-26T08:45:00Z")})
     msg = build_message(result, RunFolder(tmp_path), ["a@example.com"], "recon@example.com",
                         cap=10_000)
     sent = wire_bytes(msg)

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from kafka_recon.outputs.report import render_report, sentences
+from kafka_recon.result.model import WindowJson
 from kafka_recon.runfiles.outcomes import Validation
 from kafka_recon.runfolder import RunFolder
 from tests.factories import finding, hop, hours, replay, result, tier
@@ -33,9 +34,22 @@ def test_html_report_escapes_payload_markup(tmp_path: Path) -> None:
     assert "3 records lost on the write side" in Path(paths["text"]).read_text()
 
 
-def test_subject_carries_flow_window_and_status() -> None:
-    assert RESULT.subject() == ("[kafka-recon] orders<script> "
-                               "2026-11-20T00:00:00Z..2026-11-21T00:00:00Z: FINDINGS")
+def test_the_subject_says_status_first_then_flow_counts_and_window() -> None:
+    assert RESULT.subject() == "FINDINGS orders<script>: 3 lost, 2026-11-20"
+    five = result("f", findings=[finding("loss", "consume", "t->s", 1200),
+                                 finding("duplicate", "write", "d->t", 2),
+                                 finding("loss", "write", "d->t", 3)])
+    five = five.model_copy(update={"window": WindowJson(start="2026-11-20T10:35:00Z",
+                                                        end="2026-11-20T10:40:00Z")})
+    assert five.subject() == "FINDINGS f: 1,203 lost, 2 duplicated, 2026-11-20 10:35-10:40 UTC"
+    assert result("f").subject() == "OK f: every record accounted for, 2026-11-20"
+    assert result("f", reasons=["a source could not be read"]).subject() == (
+        "INCONCLUSIVE f: could not see every record, 2026-11-20")
+    week = result("f", days=7)
+    assert week.subject().endswith(", 2026-11-20 - 2026-11-26")
+    late = five.model_copy(update={"window": WindowJson(start="2026-11-20T23:00:00Z",
+                                                        end="2026-11-21T01:00:00Z")})
+    assert late.subject().endswith(", 2026-11-20 23:00 - 2026-11-21 01:00 UTC")
 
 
 def test_sentences_say_when_records_went_missing() -> None:
@@ -85,7 +99,7 @@ def test_report_embeds_a_chart_and_the_mail_version_points_at_it_by_content_id(t
     png = Path(paths["chart"]).read_bytes()
     assert png.startswith(b"\x89PNG")
     html = Path(paths["html"]).read_text()
-    assert 'id="chart" src="data:image/png;base64,' in html
+    assert 'id="chart" class="chart" src="data:image/png;base64,' in html
     assert 'src="cid:chart.png"' in Path(paths["mail"]).read_text()
     # the answer comes before the chart
     assert html.index("25 records lost on the write side") < html.index('id="chart"')
