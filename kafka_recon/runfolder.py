@@ -96,6 +96,20 @@ def window_folder_name(window: Window) -> str:
     return "_".join(window.as_json().values()).replace(":", "")
 
 
+def window_of_folder(name: str) -> Window | None:
+    """The window a run folder's name says (`window_folder_name` read back), or None."""
+    from kafka_recon.errors import WindowError
+
+    parts = name.split("_")
+    if len(parts) != 2 or not all(len(p) == 18 and p.endswith("Z") for p in parts):
+        return None
+    start, end = (f"{p[:13]}:{p[13:15]}:{p[15:]}" for p in parts)
+    try:
+        return Window.parse(start, end)
+    except WindowError:
+        return None
+
+
 def write_bytes(path: Path | UPath, data: bytes) -> None:
     """Whole or not at all: a reader never sees half a file, a re-run replaces it."""
     if not isinstance(path, Path):  # an object is written by one PUT: no half of it to see

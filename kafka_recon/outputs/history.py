@@ -317,10 +317,54 @@ def flow_runs(flow: str, limit: int = 60, eng: Engine | None = None) -> list[dic
     return rows
 
 
+def windows_between(since: datetime, until: datetime, flows: set[str] | None = None,
+                    eng: Engine | None = None) -> list[dict[str, Any]]:
+    """Every recorded window that starts in [since, until), for the Reconciliation page's
+    grid: its status, verdict and counts, and whether a finding was let through by its
+    tolerance. Two queries over the whole span, never one per window."""
+    from sqlalchemy import func
+
+    eng = eng or engine()
+    where = [runs.c.window_start >= since, runs.c.window_start < until]
+    f = findings_table
+    tolerated = [f.c.window_start >= since, f.c.window_start < until, f.c.failed == 0,
+                 f.c.records > 0]
+    if flows is not None:
+        where.append(runs.c.flow.in_(sorted(flows)))
+        tolerated.append(f.c.flow.in_(sorted(flows)))
+    with eng.connect() as con:
+        rows = [_run_row(r._mapping) for r in con.execute(
+            select(runs.c.flow, runs.c.window_start, runs.c.window_end, runs.c.status,
+                   runs.c.findings, runs.c.summary, runs.c.recorded_at).where(*where))]
+        within = {(fl, _utc(s), _utc(e)): int(n or 0) for fl, s, e, n in con.execute(
+            select(f.c.flow, f.c.window_start, f.c.window_end, func.sum(f.c.records))
+            .where(*tolerated).group_by(f.c.flow, f.c.window_start, f.c.window_end))}
+    for r in rows:
+        r["tolerated"] = within.get((r["flow"], _t(r["window_start"]), _t(r["window_end"])), 0)
+    return rows
+
+
+def neighbours(flow: str, start: str, eng: Engine | None = None
+               ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The flow's recorded windows just before and just after the one starting at `start`."""
+    eng = eng or engine()
+    cols = (runs.c.window_start, runs.c.window_end, runs.c.status, runs.c.run_dir)
+    with eng.connect() as con:
+        before = con.execute(select(*cols).where(runs.c.flow == flow,
+                                                 runs.c.window_start < _t(start))
+                             .order_by(runs.c.window_start.desc()).limit(1)).first()
+        after = con.execute(select(*cols).where(runs.c.flow == flow,
+                                                runs.c.window_start > _t(start))
+                            .order_by(runs.c.window_start).limit(1)).first()
+    return (_run_row(before._mapping) if before else None,
+            _run_row(after._mapping) if after else None)
+
+
 def _run_row(m: Any) -> dict[str, Any]:
     out = dict(m)
     for k in ("window_start", "window_end", "recorded_at"):
-        out[k] = iso_z(_utc(out[k]))
+        if k in out:
+            out[k] = iso_z(_utc(out[k]))
     return out
 
 

@@ -215,3 +215,17 @@ class Lease:
 
 _alive: dict[tuple[str, ...], threading.Thread] = {}
 _alive_lock = threading.Lock()
+
+
+def held(url: str | None = None) -> set[tuple[str, str, str]]:
+    """(flow, start, end) of every window a run holds now (the Reconciliation page's
+    'running'): one query."""
+    url = url or store_url()
+    try:
+        with engine(url, metadata).begin() as con:
+            t = now(con)
+            return {(r.flow, r.window_start, r.window_end) for r in con.execute(
+                select(leases.c.flow, leases.c.window_start, leases.c.window_end)
+                .where(leases.c.expires > t))}
+    except SQLAlchemyError as exc:
+        raise unreachable(url, exc) from exc

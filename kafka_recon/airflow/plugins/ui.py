@@ -6,11 +6,17 @@ external view of it in its navigation. Every route requires Airflow's own login:
 keeps in its cookie, or a bearer token from POST /auth/token. A browser without one is sent to
 Airflow's login page and back.
 
-    /recon/                          latest status per flow, a history chart per flow, links
-    /recon/charts/<flow>.png         the history chart
-    /recon/api/latest                the same as JSON
+    /recon/                          the grid: flows by windows, each cell its verdict
+    /recon/windows/<flow>/<window>   a window: hop diagram, findings, ids paged and searched,
+                                     re-run and repair actions for those who may trigger
+    /recon/windows/<flow>/<window>/validation   its validation, rendered here (offline)
+    /recon/charts/<flow>.png         a flow's history chart
+    /recon/api/latest                each flow's newest window as JSON, with links
+    /recon/api/grid                  the grid as JSON
     /recon/runs/<flow>/<window>/...  a run's artefacts: report, id files, gx Data Docs
     /recon/metrics                   Prometheus metrics (kafka_recon.outputs.metrics)
+
+A person's browser gets pages, errors included; a program gets JSON.
 
 /recon/metrics also answers a scraper that presents `Authorization: Bearer <token>` with the
 token set in KAFKA_RECON_METRICS_TOKEN (Prometheus cannot log in to Airflow); without that
@@ -54,11 +60,32 @@ def _relative_link(path: str | None, root: Path | UPath) -> str | None:
 
 
 def page_rows(rows: list[dict[str, Any]], root: Path | UPath) -> list[dict[str, Any]]:
+    """History rows as the page and its JSON give them: links under /recon, never the
+    server's paths (run folder, report, Data Docs)."""
     out = []
     for r in rows:
-        out.append({**r, "report_link": _relative_link(r.get("report"), root),
-                    "docs_link": _relative_link(r.get("data_docs"), root)})
+        row = {k: v for k, v in r.items() if k not in ("run_dir", "report", "data_docs")}
+        report = _relative_link(r.get("report"), root)
+        row["report_link"] = f"{PREFIX}/{report}" if report else None
+        docs = _relative_link(r.get("data_docs"), root)
+        row["docs_link"] = f"{PREFIX}/{docs}" if docs else None
+        window = _window_link(r)
+        row["window_link"] = window
+        out.append(row)
     return out
+
+
+def _window_link(r: dict[str, Any]) -> str | None:
+    from urllib.parse import quote
+
+    from kafka_recon.runfolder import window_folder_name
+    from kafka_recon.window import Window
+
+    try:
+        w = Window.parse(r["window_start"], r["window_end"])
+    except (KeyError, ValueError):
+        return None
+    return f"{PREFIX}/windows/{quote(r['flow'], safe='')}/{window_folder_name(w)}"
 
 
 def readable_flows(user: Any, flows: set[str]) -> set[str]:
@@ -104,55 +131,162 @@ def create_app() -> Any:
     app = FastAPI(title="kafka-recon", docs_url=None, redoc_url=None, openapi_url=None)
     _login_first(app)
     _page_routes(app)
+    _actions_route(app)
     _metrics_route(app)
     _run_file_route(app)
     return app
 
 
+def _env() -> Any:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    return Environment(loader=PackageLoader("kafka_recon", "templates"),
+                       autoescape=select_autoescape(default=True),
+                       finalize=lambda v: "" if v is None else v)
+
+
+HEADINGS = {403: "You may not see this", 404: "Not found", 400: "Not a request this page takes"}
+
+
 def _login_first(app: Any) -> None:
     from fastapi import Request
-    from fastapi.responses import JSONResponse, RedirectResponse, Response
+    from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+    env = _env()
 
     @app.exception_handler(HTTPException)
     async def login_first(request: Request, exc: HTTPException) -> Response:
-        # a person (a browser asking for HTML) goes to the login page, a program gets the code
-        if exc.status_code in (401, 403) and not isinstance(exc, Forbidden) \
-                and "text/html" in request.headers.get("accept", ""):
+        # a person (a browser asking for HTML) goes to the login page or gets a page saying
+        # what is wrong; a program gets the code and JSON
+        person = "text/html" in request.headers.get("accept", "")
+        if exc.status_code in (401, 403) and not isinstance(exc, Forbidden) and person:
             from urllib.parse import quote
 
             return RedirectResponse(f"/auth/login/?next={quote(str(request.url))}", 303)
+        if person:
+            return HTMLResponse(env.get_template("error.html.j2").render(
+                base=PREFIX, code=exc.status_code, detail=exc.detail,
+                heading=HEADINGS.get(exc.status_code, "Something went wrong")),
+                status_code=exc.status_code)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
 
 
+def _flows() -> tuple[dict[str, Any], str | None]:
+    """The configured flows, and what is wrong when the config cannot be read (the page still
+    shows what the history holds)."""
+    from kafka_recon.config import load_flows
+    from kafka_recon.errors import ReconError
+    from kafka_recon.settings import config_path
+
+    try:
+        return dict(load_flows(config_path())), None
+    except ReconError as exc:
+        return {}, f"the flow config cannot be read: {exc}"
+
+
+def _user_name(user: Any) -> str:
+    return str(getattr(user, "get_name", lambda: "")() or "")
+
+
 def _page_routes(app: Any) -> None:
-    """The page, its rows as JSON, and each flow's history chart."""
+    """The grid, its JSON, a window's page and validation, each flow's history chart."""
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends
     from fastapi.responses import HTMLResponse, Response
-    from jinja2 import Environment, PackageLoader, select_autoescape
 
-    env = Environment(loader=PackageLoader("kafka_recon", "templates"),
-                      autoescape=select_autoescape(default=True))
+    env = _env()
 
-    @app.get("/", response_class=HTMLResponse)
-    def index(user: Any = Depends(get_user)) -> str:
+    def _grid(user: Any, span: str, owner: str, cluster: str, status: str
+              ) -> tuple[list[Any], dict[str, Any], str | None, str]:
         # the history store (SQLAlchemy) is read when the page is asked for: the plugin is
         # loaded by every Airflow component, most of which never serve it
-        from kafka_recon.outputs import history
+        from datetime import UTC, datetime
 
-        eng = history.engine()
-        root = _root()
-        latest = page_rows(_readable_rows(user, history.latest_per_flow(eng)), root)
-        recent = {r["flow"]: page_rows(history.flow_runs(r["flow"], 14, eng), root)
-                  for r in latest}
+        from kafka_recon.outputs import grid, history
+        from kafka_recon.stores.lease import held
+
+        flows, problem = _flows()
+        readable = readable_flows(user, set(flows))
+        flows = {k: v for k, v in flows.items() if k in readable}
+        span = span if span in grid.SPANS else grid.default_span(flows)
+        now = datetime.now(UTC)
+        recorded = history.windows_between(now - grid.SPANS[span], now, set(flows))
+        rows = grid.build(flows, recorded, held(), grid.SPANS[span], now)
+        return grid.keep(rows, owner, cluster, status), flows, problem, span
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(span: str = "", owner: str = "", cluster: str = "", status: str = "",
+              user: Any = Depends(get_user)) -> str:
+        from kafka_recon.outputs import grid
+
+        rows, flows, problem, span = _grid(user, span, owner, cluster, status)
         return env.get_template("ui.html.j2").render(
-            latest=latest, recent=recent, user=getattr(user, "get_name", lambda: "")())
+            base=PREFIX, rows=rows, user=_user_name(user), span=span, spans=list(grid.SPANS),
+            span_label={"24h": "24 hours", "7d": "7 days", "30d": "30 days"}[span],
+            owner=owner, cluster=cluster, status=status, verdicts=grid.VERDICTS,
+            statuses=[("red", "findings or inconclusive"),
+                      *((k, v) for k, v in grid.VERDICTS.items()
+                        if k not in ("not_closed", "running"))],
+            clusters=sorted({f.cluster for f in flows.values()}), problem=problem,
+            filtered=bool(owner or cluster or status))
+
+    @app.get("/api/grid")
+    def api_grid(span: str = "", owner: str = "", cluster: str = "", status: str = "",
+                 user: Any = Depends(get_user)) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        rows, _, problem, span = _grid(user, span, owner, cluster, status)
+        return {"span": span, "problem": problem, "flows": [asdict(r) for r in rows]}
 
     @app.get("/api/latest")
     def api_latest(user: Any = Depends(get_user)) -> list[dict[str, Any]]:
         from kafka_recon.outputs import history
 
         return page_rows(_readable_rows(user, history.latest_per_flow()), _root())
+
+    @app.get("/windows/{flow}/{window}", response_class=HTMLResponse)
+    def window_page(flow: str, window: str, file: str = "", q: str = "", page: int = 1,
+                    user: Any = Depends(get_user)) -> str:
+        from kafka_recon.outputs import grid, history
+        from kafka_recon.outputs.window_view import PAGE, id_page, view
+
+        folder, result = _window(user, flow, window)
+        v = view(result, folder)
+        files = v["id_files"]
+        chosen = next((f for f in files if f["path"] == file), files[0] if files else None)
+        ids = id_page(folder, chosen["path"], q.strip(), page) if chosen else None
+        before, after = history.neighbours(flow, result.window.start)
+        verdict = "tolerated" if result.status == "ok" and any(
+            f.words.failure for f in result.record_findings) else result.status
+        here = f"{PREFIX}/windows/{flow}/{window}"
+        return env.get_template("window.html.j2").render(
+            base=PREFIX, user=_user_name(user), **v, verdict=verdict,
+            verdict_label=grid.VERDICTS[verdict], summary=result.verdict(), here=here,
+            prev=_window_link({**before, "flow": flow}) if before else None,
+            next=_window_link({**after, "flow": flow}) if after else None,
+            report=f"{PREFIX}/runs/{flow}/{window}/{folder.report.name}",
+            airflow_runs=f"/dags/{flow_dag_id_of(flow)}/runs", page=ids, selected=chosen,
+            size=PAGE, download=(f"{PREFIX}/runs/{flow}/{window}/{chosen['path']}"
+                                 if chosen else None),
+            can_trigger=may_trigger(user, "recon_adhoc"),
+            repairable=any(f.kind == "loss" and f.ids for f in result.findings)
+            and may_trigger(user, "recon_repair"))
+
+    @app.get("/windows/{flow}/{window}/validation", response_class=HTMLResponse)
+    def validation_page(flow: str, window: str, user: Any = Depends(get_user)) -> str:
+        from kafka_recon.runfiles.outcomes import Validation
+
+        folder, result = _window(user, flow, window)
+        validation = folder.read_if(Validation)
+        if validation is None:
+            raise HTTPException(404, f"window {result.window.start} of flow '{flow}' has no "
+                                     "validation")
+        docs = folder.relative(validation.data_docs) if validation.data_docs else None
+        return env.get_template("validation.html.j2").render(
+            base=PREFIX, user=_user_name(user), flow=flow, v=validation,
+            window=f"{result.window.start} – {result.window.end}",
+            back=f"{PREFIX}/windows/{flow}/{window}",
+            docs=f"{PREFIX}/runs/{flow}/{window}/{docs}" if docs else None)
 
     @app.get("/charts/{flow}.png")
     def chart(flow: str, user: Any = Depends(get_user)) -> Response:
@@ -164,6 +298,90 @@ def _page_routes(app: Any) -> None:
         if not rows:
             raise HTTPException(404, f"no recorded run of flow '{flow}'")
         return Response(history_chart(flow, rows), media_type="image/png")
+
+
+def flow_dag_id_of(flow: str) -> str:
+    from kafka_recon.airflow.names import flow_dag_id
+
+    return flow_dag_id(flow)
+
+
+def may_trigger(user: Any, dag_id: str) -> bool:
+    """Whether Airflow's auth manager lets `user` start a run of `dag_id`."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import (
+        DagAccessEntity,
+        DagDetails,
+    )
+
+    return bool(get_auth_manager().is_authorized_dag(
+        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id),
+        user=user))
+
+
+def _window(user: Any, flow: str, window: str) -> tuple[Any, Any]:
+    """The run folder and result of a window the user may read, or an error page's reason."""
+    from kafka_recon.errors import ResultError
+    from kafka_recon.result.model import Result
+    from kafka_recon.runfolder import RunFolder, window_of_folder
+
+    if window_of_folder(window) is None or Path(flow).name != flow or flow in ("", ".", ".."):
+        raise HTTPException(404, f"no window '{window}' of flow '{flow}'")
+    _require(user, flow)
+    folder = RunFolder(_root() / flow / window)
+    try:
+        result = folder.read_if(Result)
+    except ResultError as exc:
+        raise HTTPException(404, f"this window's result cannot be read: {exc}") from None
+    if result is None:
+        raise HTTPException(404, f"window {window} of flow '{flow}' has no result (yet)")
+    return folder, result
+
+
+def _actions_route(app: Any) -> None:
+    """Re-run or repair a window: a run of recon_adhoc or recon_repair, triggered for the
+    user who may trigger it, named by its flow and window; the repair still waits for an
+    owner's approval in Airflow's Required Actions."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi import Depends, Request
+    from fastapi.responses import RedirectResponse
+
+    def act(flow: str, window: str, action: str, request: Request,
+            user: Any = Depends(get_user)) -> RedirectResponse:
+        from datetime import UTC, datetime
+        from urllib.parse import quote, urlsplit
+
+        from airflow.api.common.trigger_dag import trigger_dag
+        from airflow.utils.types import DagRunTriggeredByType
+
+        dag_id = {"rerun": "recon_adhoc", "repair": "recon_repair"}.get(action)
+        if dag_id is None:
+            raise HTTPException(404, f"no action '{action}'")
+        # a form of this page, not another site's (the login is a cookie)
+        origin = request.headers.get("origin") or request.headers.get("referer") or ""
+        if origin and urlsplit(origin).netloc != request.url.netloc:
+            raise HTTPException(403, "an action is taken from kafka-recon's own page only")
+        _folder, result = _window(user, flow, window)
+        if not may_trigger(user, dag_id):
+            raise HTTPException(403, f"you may not trigger {dag_id}")
+        conf: dict[str, Any] = {"flow": flow, "start": result.window.start,
+                                "end": result.window.end}
+        if action == "rerun":
+            conf.update(replays=2, email=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        run_id = f"{action}__{flow}__{window}__{stamp}"
+        trigger_dag(dag_id, run_id=run_id, conf=conf,
+                    triggered_by=DagRunTriggeredByType.UI,
+                    triggering_user_name=_user_name(user) or None,
+                    note=f"{action} of {flow} {result.window.start} – {result.window.end}, "
+                         "from the Reconciliation page")
+        return RedirectResponse(f"/dags/{dag_id}/runs/{quote(run_id, safe='')}", 303)
+
+    # FastAPI reads the request parameter off its annotation, a string under postponed
+    # evaluation that names a class imported in this function only
+    act.__annotations__ = {**act.__annotations__, "request": Request,
+                           "return": RedirectResponse}
+    app.post("/windows/{flow}/{window}/{action}", response_model=None)(act)
 
 
 def _metrics_route(app: Any) -> None:
@@ -232,6 +450,15 @@ def _run_file_route(app: Any) -> None:
             return FileResponse(path)
         import mimetypes
 
-        # from the object store: a report, an id file or a page of Data Docs, read whole
+        # from the object store: a report, an id file or a page of Data Docs, streamed (an
+        # id file may hold millions of rows: never read whole into the api-server)
+        from fastapi.responses import StreamingResponse
+
         kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        return Response(path.read_bytes(), media_type=kind)
+
+        def chunks() -> Any:
+            with path.open("rb") as fh:
+                while block := fh.read(1 << 20):
+                    yield block
+
+        return StreamingResponse(chunks(), media_type=kind)

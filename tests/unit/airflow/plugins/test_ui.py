@@ -8,6 +8,7 @@ tier (test_permissions.py).
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
@@ -36,6 +37,9 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     (tmp_path / "outside.txt").write_text("not for browsers")
     os.symlink(tmp_path / "outside.txt", run / "missing" / "linked.csv")
     os.symlink(tmp_path, root / "escape")
+    config = tmp_path / "flows.yaml"
+    config.write_text(FLOWS)
+    monkeypatch.setenv("KAFKA_RECON_CONFIG", str(config))
     monkeypatch.setenv("KAFKA_RECON_OUT", str(root))
     monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'h.db'}")
     import airflow.api_fastapi.app as airflow_app
@@ -52,9 +56,23 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return TestClient(app)
 
 
+FLOWS = """
+flows:
+""" + "".join(f"""
+  {name}:
+    owners: [{name}-team@example.com]
+    record: {{id: "$.id", event_time: "$.ts"}}
+    tiers:
+      - {{name: {name}_topic, type: kafka, bootstrap: "127.0.0.1:9092", topic: {name}}}
+      - {{name: lake, type: sql, conn: "sqlite:///x.db",
+         ids: "SELECT id, ts AS event_time FROM t WHERE ts >= :start AND ts < :end"}}
+""" for name in ("orders", "clicks"))
+
+
 class _User:
-    def __init__(self, name: str, dags: set[str] | None) -> None:
+    def __init__(self, name: str, dags: set[str] | None, triggers: bool = True) -> None:
         self.name, self.dags = name, dags  # None: every DAG
+        self.triggers = triggers  # may start runs of the DAGs it may read
 
     def get_name(self) -> str:
         return self.name
@@ -67,6 +85,11 @@ class _DagsAuthManager:
                                   ) -> set[str]:
         assert method == "GET"
         return set(dag_ids) if user.dags is None else dag_ids & user.dags
+
+    def is_authorized_dag(self, *, method: str, user: _User, access_entity: Any = None,
+                          details: Any = None) -> bool:
+        assert method == "POST"
+        return user.triggers and (user.dags is None or details.id in user.dags)
 
 
 ADMIN = _User("admin", None)
@@ -111,7 +134,10 @@ def test_a_user_who_may_not_read_a_flows_dag_gets_403_for_every_file_of_it(
                  f"/runs/{W}/gx/index.html", "/charts/orders.png"):
         r = as_clicks_reader.get(path, headers={"Accept": "text/html"})
         assert r.status_code == 403, (path, r.status_code)
-        assert "you may not read flow 'orders'" in r.text
+        # a person gets a page that says so, a program JSON
+        assert r.headers["content-type"].startswith("text/html")
+        assert "you may not read flow 'orders'" in html.unescape(r.text)
+        assert "you may not read flow 'orders'" in as_clicks_reader.get(path).json()["detail"]
     # the flow they may read is theirs to see
     assert as_clicks_reader.get("/charts/clicks.png").status_code == 200
 
@@ -125,3 +151,109 @@ def test_a_user_sees_no_trace_of_a_flow_they_may_not_read(as_clicks_reader: Any)
 def test_a_user_allowed_both_dags_sees_both_flows(client: Any) -> None:
     assert [r["flow"] for r in client.get("/api/latest").json()] == ["clicks", "orders"]
     assert client.get(f"/runs/{W}/report.html").status_code == 200
+
+
+@pytest.fixture
+def window(client: Any, tmp_path: Path) -> str:
+    """The orders window's run folder with a real result: 250 ids lost on the consume side,
+    a validation that failed, and the day before recorded too."""
+    from kafka_recon.config import Tolerance
+    from kafka_recon.outputs import history
+    from kafka_recon.outputs.validate import validate_result
+    from kafka_recon.runfolder import RunFolder
+    from tests.factories import finding, hop, replay, result, tier
+
+    folder = RunFolder(tmp_path / "runs" / W)
+    lost = [f"o-{i:04d}" for i in range(250)]
+    (folder.path / "missing" / "topic__lake.csv").write_text("id\n" + "\n".join(lost) + "\n")
+    r = result("orders", tiers=[tier("orders_topic", 1000), tier("lake", 750)],
+               hops=[hop("orders_topic", "lake", "consume", 1000, 750, missing=250,
+                         missing_ids="missing/topic__lake.csv")],
+               replays=[replay("g1", 1000), replay("g2", 1000)],
+               findings=[finding("loss", "consume", "orders_topic->lake", 250,
+                                 ids="missing/topic__lake.csv")])
+    folder.write(r)
+    folder.write(validate_result(r, folder, Tolerance()))
+    history.record(r, str(folder.path))
+    return f"/windows/{W}"
+
+
+def test_the_grid_shows_each_flow_by_its_windows_with_the_verdict_and_counts_on_hover(
+        client: Any, window: str) -> None:
+    page = client.get("/?span=30d").text
+    assert 'data-flow="orders"' in page and 'data-flow="clicks"' in page
+    # the window recorded with findings links its page; its hover names the verdict and count
+    assert f'href="windows/{W}"' in page
+    assert "2026-11-20T00:00:00Z – 2026-11-21T00:00:00Z: findings. orders " in \
+        html.unescape(page)
+    grid = client.get("/api/grid?span=30d").json()
+    orders = next(f for f in grid["flows"] if f["flow"] == "orders")
+    assert {c["verdict"] for c in orders["cells"]} >= {"findings", "no_run"}
+    assert len(orders["cells"]) == 30
+    only = client.get("/api/grid?span=30d&owner=clicks-team").json()["flows"]
+    assert [f["flow"] for f in only] == ["clicks"]
+
+
+def test_a_windows_page_shows_its_hops_findings_and_ids_a_page_at_a_time(
+        client: Any, window: str) -> None:
+    page = html.unescape(client.get(window).text)
+    assert "orders_topic" in page and "250 missing" in page
+    assert "250 records lost on the consume side between orders_topic and lake" in page
+    assert "recon_hops: orders_topic->lake: 250 records missing, 0 allowed" in page
+    assert "<code>o-0000</code>" in page and "<code>o-0099</code>" in page
+    assert "<code>o-0100</code>" not in page  # a hundred a page
+    second = html.unescape(client.get(f"{window}?file=missing/topic__lake.csv&page=3").text)
+    assert "<code>o-0200</code>" in second and "<code>o-0249</code>" in second
+    assert "next 100" not in second
+    found = html.unescape(client.get(f"{window}?file=missing/topic__lake.csv&q=o-0173").text)
+    assert "1 id(s) containing" in found and "<code>o-0173</code>" in found
+    assert "<code>o-0000</code>" not in found
+    assert client.get(f"/runs/{W}/missing/topic__lake.csv").text.count("\n") == 251
+    # the validation, rendered here: no Data Docs, no internet
+    v = html.unescape(client.get(f"{window}/validation").text)
+    assert "orders_topic->lake: 250 records missing, 0 allowed" in v
+
+
+def test_actions_are_offered_only_to_those_who_may_trigger_and_name_their_run(
+        client: Any, window: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import airflow.api.common.trigger_dag as airflow_trigger
+
+    asked: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(airflow_trigger, "trigger_dag",
+                        lambda dag_id, **kw: asked.append((dag_id, kw)))
+    page = client.get(window).text
+    assert "Re-run this window" in page and "Repair this window" in page
+    r = client.post(f"{window}/rerun", follow_redirects=False)
+    assert r.status_code == 303
+    [(dag_id, kw)] = asked
+    assert dag_id == "recon_adhoc" and kw["conf"]["flow"] == "orders"
+    assert kw["conf"]["start"] == "2026-11-20T00:00:00Z"
+    assert kw["run_id"].startswith(f"rerun__orders__{W.split('/')[1]}__")
+    assert r.headers["location"] == f"/dags/recon_adhoc/runs/{kw['run_id']}"
+    # another site's form is refused
+    assert client.post(f"{window}/repair", headers={"Origin": "http://evil.example"},
+                       follow_redirects=False).status_code == 403
+    USER[0] = _User("reader", None, triggers=False)
+    try:
+        assert "Re-run this window" not in client.get(window).text
+        assert client.post(f"{window}/rerun").status_code == 403
+    finally:
+        USER[0] = ADMIN
+    assert len(asked) == 1
+
+
+def test_the_json_carries_links_not_server_paths(client: Any, window: str) -> None:
+    rows = client.get("/api/latest").json()
+    orders = next(r for r in rows if r["flow"] == "orders")
+    assert not {"run_dir", "report", "data_docs"} & set(orders)
+    assert orders["window_link"] == f"/recon{window}"
+    assert "/tmp" not in json.dumps(rows) and str(Path.home()) not in json.dumps(rows)
+
+
+def test_a_person_asking_for_a_missing_window_gets_a_page_a_program_json(
+        client: Any) -> None:
+    missing = "/windows/orders/2026-01-01T000000Z_2026-01-02T000000Z"
+    page = client.get(missing, headers={"Accept": "text/html"})
+    assert page.status_code == 404 and "<h1>Not found</h1>" in page.text
+    assert client.get(missing).json()["detail"].startswith("window 2026-01-01T000000Z")
+    assert client.get("/windows/orders/..").status_code == 404
