@@ -40,6 +40,10 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	$(UV) pip sync -q --compile-bytecode --python $(PY) requirements.lock
 	# compat mode: the repo root goes on sys.path, so new modules need no reinstall
 	$(UV) pip install -q --python $(PY) --no-deps -e . --config-settings editable_mode=compat
+	# the build leaves kafka_recon.egg-info in the checkout, which is on sys.path twice (the
+	# working folder and the editable path): Airflow then finds the plugin's entry point three
+	# times and shows "1 Plugin Import Error"; the installed dist-info is the one to keep
+	rm -rf kafka_recon.egg-info
 	$(PY) -m compileall -q kafka_recon
 	# a registry whose answers uv must always revalidate (a mirror without ETags, as here) gets a
 	# new cache entry for every download and every sdist build (pyspark's: 1.3 GB each); the
@@ -107,6 +111,7 @@ docs-site: venv
 wheel: reader
 	rm -rf build
 	$(PY) -m build --wheel --outdir dist .
+	rm -rf kafka_recon.egg-info
 
 # the loss drill: all 22 scenarios on a real three-broker cluster, a Flume agent, Spark
 # streaming writers and a MariaDB upstream;

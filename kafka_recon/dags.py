@@ -156,15 +156,24 @@ def scheduled_dag(flow: Flow, config: Path) -> DAG:
     return dag
 
 
+def last_closed_day(now: datetime | None = None) -> tuple[str, str]:
+    """Yesterday in UTC, the window a trigger form starts with: the last whole day closed."""
+    today = (now or datetime.now(UTC)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return (f"{today - timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}", f"{today:%Y-%m-%dT%H:%M:%SZ}")
+
+
 def _window_params(flows: list[str]) -> dict[str, Param]:
-    """The trigger form's flow and window, as the ad-hoc and repair DAGs ask for them."""
+    """The trigger form's flow and window, as the ad-hoc and repair DAGs ask for them: the
+    configured flows to choose from, and the last closed day, so no field starts red (the
+    Reconciliation page's buttons fill in a window's own)."""
+    start, end = last_closed_day()
     return {
         "flow": Param(flows[0] if flows else "", type="string", enum=flows,
                       title="Flow", description="A flow of the flow config."),
-        "start": Param(type="string", format="date-time", title="Window start",
-                       description="ISO 8601 with a time zone, e.g. 2026-11-20T00:00:00Z."),
-        "end": Param(type="string", format="date-time", title="Window end",
-                     description="ISO 8601 with a time zone, after the start."),
+        "start": Param(start, type="string", format="date-time", title="Window start (UTC)",
+                       description="Where the window begins (inclusive)."),
+        "end": Param(end, type="string", format="date-time", title="Window end (UTC)",
+                     description="Where it ends (exclusive), after the start."),
     }
 
 
@@ -179,6 +188,8 @@ def check(flow: str, start: str, end: str) -> list[str]:
 def adhoc_dag(flows: list[str], config: Path) -> DAG:
     with DAG(
         dag_id="recon_adhoc",
+        # run only when triggered: nothing to gain by a paused DAG a person must find first
+        is_paused_upon_creation=False,
         description="Reconcile one flow over a chosen window",
         schedule=None,
         start_date=START,
@@ -218,6 +229,8 @@ def repair_dag(flows: list[str], config: Path) -> DAG:
 
     with DAG(
         dag_id="recon_repair",
+        # run only when triggered: nothing to gain by a paused DAG a person must find first
+        is_paused_upon_creation=False,
         description="Re-deliver a window's lost records, after an owner approves",
         schedule=None,
         start_date=START,

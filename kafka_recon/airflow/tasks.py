@@ -10,11 +10,14 @@ reached) is retried with backoff.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from airflow.sdk import TriggerRule, task
 
 from kafka_recon.airflow.ownership import held_run, run_owner
+
+log = logging.getLogger(__name__)
 
 
 def _truthy(value: Any) -> bool:
@@ -123,10 +126,14 @@ def verdict(flow: str, start: str, end: str) -> str:
     orchestrate.finish(run, run_owner())  # the run's last task: the window is free again
     result = orchestrate.conclude(run)
     line = result.verdict()
+    # the answer in the task's log, in words, and where the window's ids and actions are,
+    # before anything Airflow adds
+    log.info("verdict: %s", line)
+    log.info("this window: %s", window_page(run))
     if result.status != "ok":
         # the window's answer, not an error a retry may clear (the reasons of an
         # inconclusive run are in this line)
-        raise AirflowFailException(line)
+        raise AirflowFailException(line) from None
     context = get_current_context()
     extra: dict[str, Any] = {"flow": flow, "window_start": result.window.start,
                              "window_end": result.window.end}
@@ -136,6 +143,15 @@ def verdict(flow: str, start: str, end: str) -> str:
         elif isinstance(outlet, Asset):
             context["outlet_events"][outlet].extra = extra
     return line
+
+
+def window_page(run: Any) -> str:
+    """The window's page on the Reconciliation page: at Airflow's address where it is known,
+    else the path under it."""
+    from kafka_recon.settings import ui_url
+
+    base = (ui_url() or "").rstrip("/")
+    return f"{base}/recon/windows/{run.flow.name}/{run.folder.path.name}"
 
 
 def check_adhoc(flow: str, start: str, end: str) -> list[str]:

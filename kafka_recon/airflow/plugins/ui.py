@@ -131,6 +131,7 @@ def create_app() -> Any:
     app = FastAPI(title="kafka-recon", docs_url=None, redoc_url=None, openapi_url=None)
     _login_first(app)
     _page_routes(app)
+    _window_routes(app)
     _actions_route(app)
     _metrics_route(app)
     _run_file_route(app)
@@ -189,7 +190,7 @@ def _user_name(user: Any) -> str:
 
 
 def _page_routes(app: Any) -> None:
-    """The grid, its JSON, a window's page and validation, each flow's history chart."""
+    """The grid, its JSON, each flow's newest window as JSON, each flow's history chart."""
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends
     from fastapi.responses import HTMLResponse, Response
@@ -244,6 +245,26 @@ def _page_routes(app: Any) -> None:
 
         return page_rows(_readable_rows(user, history.latest_per_flow()), _root())
 
+    @app.get("/charts/{flow}.png")
+    def chart(flow: str, user: Any = Depends(get_user)) -> Response:
+        from kafka_recon.outputs import history
+        from kafka_recon.outputs.chart import history_chart
+
+        _require(user, flow)
+        rows = history.flow_runs(flow, 60)
+        if not rows:
+            raise HTTPException(404, f"no recorded run of flow '{flow}'")
+        return Response(history_chart(flow, rows), media_type="image/png")
+
+
+def _window_routes(app: Any) -> None:
+    """A window's page and its validation, rendered here."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi import Depends
+    from fastapi.responses import HTMLResponse
+
+    env = _env()
+
     @app.get("/windows/{flow}/{window}", response_class=HTMLResponse)
     def window_page(flow: str, window: str, file: str = "", q: str = "", page: int = 1,
                     user: Any = Depends(get_user)) -> str:
@@ -287,17 +308,6 @@ def _page_routes(app: Any) -> None:
             window=f"{result.window.start} – {result.window.end}",
             back=f"{PREFIX}/windows/{flow}/{window}",
             docs=f"{PREFIX}/runs/{flow}/{window}/{docs}" if docs else None)
-
-    @app.get("/charts/{flow}.png")
-    def chart(flow: str, user: Any = Depends(get_user)) -> Response:
-        from kafka_recon.outputs import history
-        from kafka_recon.outputs.chart import history_chart
-
-        _require(user, flow)
-        rows = history.flow_runs(flow, 60)
-        if not rows:
-            raise HTTPException(404, f"no recorded run of flow '{flow}'")
-        return Response(history_chart(flow, rows), media_type="image/png")
 
 
 def flow_dag_id_of(flow: str) -> str:

@@ -4,6 +4,7 @@ scheduler's own session; a pool an administrator sized is left as it is."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -73,3 +74,22 @@ def test_a_failing_listener_never_breaks_the_scheduler() -> None:
 
 def test_the_plugin_registers_the_listener() -> None:
     assert pools in ReconciliationPlugin.listeners
+
+
+def test_airflow_loads_the_plugin_once_with_no_import_error(tmp_path: Path) -> None:
+    """As `make ui` and the tests start Airflow: the repo's plugins folder and the installed
+    entry point; a plugin registered twice is an import error on Airflow's home page."""
+    import os
+    import subprocess
+    import sys
+
+    from kafka_recon.settings import REPO_ROOT
+
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path),
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    done = subprocess.run([sys.executable, "-c", (
+        "from airflow import plugins_manager as pm; p, e = pm._get_plugins(); "
+        "print([x.name for x in p].count('kafka_recon'), e)")],
+        capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "1 {}", done.stdout + done.stderr[-2000:]
