@@ -2,7 +2,7 @@
 
 Each alert hears of the windows its `when` names: `findings`, `inconclusive`, and `recovery`
 (an ok window after one that was not). What it says: the one-line verdict, the top finding
-with its cause when known, and the links to the report and the Data Docs. A PagerDuty event
+with its cause when known, and the links to the window's page, the report and the validation. A PagerDuty event
 carries one dedup key per flow, so a recovery resolves the incident the findings opened.
 
 Every alert is tried; one that fails is reported with its error and never stops the others,
@@ -53,17 +53,20 @@ class Message:
     verdict: str
     top: str | None
     report: str | None
-    data_docs: str | None
+    validation: str | None
+    window: str | None = None  # the window's page: its ids, causes and actions
 
     def text(self) -> str:
         head = {"recovery": "RECOVERED: "}.get(self.event, "")
         lines = [f"{head}{self.verdict}"]
         if self.top:
             lines.append(f"Top finding: {self.top}")
+        if self.window:
+            lines.append(f"Window: {self.window}")
         if self.report:
             lines.append(f"Report: {self.report}")
-        if self.data_docs:
-            lines.append(f"Data Docs: {self.data_docs}")
+        if self.validation:
+            lines.append(f"Validation: {self.validation}")
         return "\n".join(lines)
 
 
@@ -72,7 +75,8 @@ def message(result: Result, event: str, links: dict[str, str] | None) -> Message
     return Message(event=event, verdict=result.verdict(),
                    top=finding_line(top) if top else None,
                    report=(links or {}).get("report") or None,
-                   data_docs=(links or {}).get("data_docs") or None)
+                   validation=(links or {}).get("validation") or None,
+                   window=(links or {}).get("window") or None)
 
 
 def dedup_key(flow: Flow) -> str:
@@ -88,8 +92,8 @@ def notifier(alert: Alert, flow: Flow, msg: Message) -> Any:
         return SlackWebhookNotifier(slack_webhook_conn_id=alert.conn, text=msg.text())
     from airflow.providers.pagerduty.notifications.pagerduty import PagerdutyNotifier
 
-    links = [{"href": h, "text": t} for h, t in ((msg.report, "report"),
-                                                  (msg.data_docs, "Data Docs")) if h]
+    links = [{"href": h, "text": t} for h, t in ((msg.window, "window"), (msg.report, "report"),
+                                                  (msg.validation, "validation")) if h]
     return PagerdutyNotifier(
         pagerduty_events_conn_id=alert.conn, source="kafka-recon", component=flow.name,
         summary=msg.verdict[:1024],  # the Events API's limit

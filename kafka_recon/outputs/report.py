@@ -100,7 +100,8 @@ def preview(path: Path | UPath, n: int = PREVIEW_IDS) -> list[str]:
 
 
 def links(result: Result, folder: RunFolder, docs: str | None) -> dict[str, str] | None:
-    """Web addresses of the report and Data Docs on the plugin page, when its address is known.
+    """Web addresses of the window's page, the report and the validation on the plugin's
+    pages, when Airflow's address is known.
 
     `settings.ui_url` is the Airflow address owners reach (e.g. http://airflow:8080); the
     plugin shows each window at /recon/windows/<flow>/<window> and serves every run folder
@@ -111,9 +112,10 @@ def links(result: Result, folder: RunFolder, docs: str | None) -> dict[str, str]
         return None
     root = f"{base.rstrip('/')}/recon"
     where = f"{root}/runs/{result.flow}/{folder.path.name}"
-    return {"window": f"{root}/windows/{result.flow}/{folder.path.name}",
-            "report": f"{where}/{folder.report.name}",
-            "data_docs": f"{where}/{folder.relative(docs)}" if docs else ""}
+    window = f"{root}/windows/{result.flow}/{folder.path.name}"
+    # the validation as the plugin renders it (offline, no CDN); Data Docs stay in the folder
+    return {"window": window, "report": f"{where}/{folder.report.name}",
+            "validation": f"{window}/validation" if docs else ""}
 
 
 def _nothing_for_none(value: Any) -> Any:

@@ -110,7 +110,10 @@ def test_findings_reach_slack_and_open_a_pagerduty_incident(
     assert (event["payload"]["severity"], event["payload"]["source"],
             event["payload"]["component"]) == ("critical", "kafka-recon", "orders")
     assert event["payload"]["custom_details"]["top_finding"].startswith("7 record(s) lost")
-    assert event["links"] == [{"href": report, "text": "report"}]
+    window = f"http://airflow.example:8080/recon/windows/orders/{run.out.name}"
+    assert f"Window: {window}" in text
+    assert event["links"] == [{"href": window, "text": "window"},
+                              {"href": report, "text": "report"}]
     assert run.folder.read(Alerts, "alert").alerts == sent
 
 

@@ -52,7 +52,7 @@ def test_the_top_finding_is_a_failing_one_before_one_within_tolerance_then_the_l
                          finding("late", "write", "db->t", 5000)])
     top = top_finding(r)
     assert top is not None and (top.kind, top.count) == ("duplicate", 40)
-    text = message(r, "findings", {"report": "http://a/r.html", "data_docs": ""}).text()
+    text = message(r, "findings", {"report": "http://a/r.html", "validation": ""}).text()
     assert text.splitlines() == [r.verdict(),
                                  "Top finding: 40 record(s) duplicated on the consume side "
                                  "(t->s)", "Report: http://a/r.html"]

@@ -130,10 +130,24 @@ def test_report_links_the_plugin_page_when_its_address_is_known(
     docs = run / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     paths = render_report(RESULT, RunFolder(run), Validation(success=True, suites={},
                                                              data_docs=str(docs)))
-    mail = Path(paths["mail"]).read_text()
-    base = "http://airflow.example:8080/recon/runs/orders&lt;script&gt;/" \
-           "2026-11-20T000000Z_2026-11-21T000000Z"
-    assert f'href="{base}/report.html"' in mail.replace("%3C", "&lt;")
-    assert "gx/uncommitted/data_docs/local_site/index.html" in mail
+    mail = Path(paths["mail"]).read_text().replace("%3C", "&lt;")
+    folder = "orders&lt;script&gt;/2026-11-20T000000Z_2026-11-21T000000Z"
+    base = "http://airflow.example:8080/recon"
+    assert f'href="{base}/runs/{folder}/report.html"' in mail
+    # the window's page first, and the validation as the plugin renders it (offline)
+    assert f'href="{base}/windows/{folder}"' in mail
+    assert f'href="{base}/windows/{folder}/validation"' in mail
+    assert "gx/uncommitted" not in mail and str(tmp_path) not in mail
+    text = Path(paths["text"]).read_text()
+    assert f"this window: {base}/windows/orders<script>/" in text
+
+
+def test_without_airflows_address_the_report_links_the_data_docs_in_its_folder(
+        tmp_path: Path) -> None:
+    run = tmp_path / "2026-11-20T000000Z_2026-11-21T000000Z"
+    docs = run / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    paths = render_report(RESULT, RunFolder(run), Validation(success=True, suites={},
+                                                             data_docs=str(docs)))
     assert 'href="gx/uncommitted/data_docs/local_site/index.html"' in \
         Path(paths["html"]).read_text()
+    assert str(tmp_path) not in Path(paths["mail"]).read_text()
