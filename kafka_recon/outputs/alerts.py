@@ -2,8 +2,9 @@
 
 Each alert hears of the windows its `when` names: `findings`, `inconclusive`, and `recovery`
 (an ok window after one that was not). What it says: the one-line verdict, the top finding
-with its cause when known, and the links to the window's page, the report and the validation. A PagerDuty event
-carries one dedup key per flow, so a recovery resolves the incident the findings opened.
+with its cause when known, and the links to the window's page, the report and the
+validation. A PagerDuty event carries one dedup key per flow, so a recovery resolves the
+incident the findings opened.
 
 Every alert is tried; one that fails is reported with its error and never stops the others,
 the mail or the verdict (they are other tasks).

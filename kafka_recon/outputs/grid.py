@@ -6,36 +6,34 @@ A flow's windows are its schedule's (aligned on its window length from the epoch
 schedules them); a window recorded off that grid (an ad-hoc run's) takes the slot its start
 falls in. A slot no run recorded is `running` while a run holds its lease, `not_closed` until
 its closing time has passed, and `no_run` after that (a missed window is a gap to see, not an
-ok)."""
+ok).
+
+A row is compact, because a fleet's day is tens of thousands of cells (200 flows of 5-minute
+windows: 57,600): a letter per slot (`CODES`), the first slot's start and the step, and only
+for the slots that need them the verdict line (a window that is not ok) and the run folder's
+name (a window recorded off the schedule). The page draws the cells from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kafka_recon.runfolder import window_folder_name
-from kafka_recon.window import Window, iso_z, parse_instant
+from kafka_recon.window import iso_z, parse_instant
 
 if TYPE_CHECKING:
     from kafka_recon.config import Flow
 
-# every verdict a cell can show, worst first where one must be picked
+# every verdict a cell can show
 VERDICTS = {"findings": "findings", "inconclusive": "inconclusive", "no_run": "no run",
             "running": "running", "not_closed": "not yet closed",
             "tolerated": "within tolerance", "ok": "ok"}
+CODES = {"ok": "o", "tolerated": "t", "findings": "f", "inconclusive": "i", "no_run": "n",
+         "not_closed": "c", "running": "r"}
+VERDICT_OF = {c: v for v, c in CODES.items()}
 RED = ("findings", "inconclusive")
 SPANS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 MAX_CELLS = 400  # a row never holds more (a 1-minute flow over 30 days is cut to its newest)
-
-
-@dataclass
-class Cell:
-    start: str
-    end: str
-    verdict: str
-    title: str          # what hovering says: the window, the verdict and its counts
-    folder: str | None  # the run folder's name, for the window's page (a recorded window)
 
 
 @dataclass
@@ -43,10 +41,20 @@ class Row:
     flow: str
     owners: list[str]
     cluster: str
-    cells: list[Cell] = field(default_factory=list)
+    first: int = 0                  # the first slot's start, seconds since the epoch
+    step: int = 0                   # the flow's window, in seconds
+    codes: str = ""                 # a `CODES` letter per slot, oldest first
+    said: dict[int, str] = field(default_factory=dict)     # slot -> its verdict line
+    folders: dict[int, str] = field(default_factory=dict)  # slot -> run folder, if off-grid
     newest: str = "no_run"          # the newest closed window's verdict
     red_since: str | None = None    # the start of the unbroken run of red windows, if red now
     red_before_span: bool = False   # that run began before the span shown
+
+    def verdicts(self) -> list[str]:
+        return [VERDICT_OF[c] for c in self.codes]
+
+    def start_of(self, slot: int) -> str:
+        return iso_z(datetime.fromtimestamp(self.first + slot * self.step, UTC))
 
 
 def default_span(flows: dict[str, Flow]) -> str:
@@ -54,96 +62,79 @@ def default_span(flows: dict[str, Flow]) -> str:
     return "24h" if any(f.window <= timedelta(hours=1) for f in flows.values()) else "30d"
 
 
-def slots(flow: Flow, since: datetime, now: datetime) -> list[tuple[datetime, datetime]]:
-    """The flow's scheduled windows that start in [since, now), oldest first."""
-    step = flow.window
-    seconds = int(step.total_seconds())
-    first = datetime.fromtimestamp((int(since.timestamp()) // seconds) * seconds, UTC)
-    if first < since:
-        first += step
-    out = []
-    t = first
-    while t < now:
-        out.append((t, t + step))
-        t += step
-    return out[-MAX_CELLS:]
+def folder_name(start: int, end: int) -> str:
+    """`runfolder.window_folder_name` of a window given in seconds since the epoch."""
+    def t(x: int) -> str:
+        return datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%dT%H%M%SZ")
+
+    return f"{t(start)}_{t(end)}"
 
 
-def _verdict(run: dict[str, Any]) -> str:
-    if run["status"] == "ok" and run.get("tolerated"):
-        return "tolerated"
-    return str(run["status"])
-
-
-def build(flows: dict[str, Flow], recorded: list[dict[str, Any]],
+def build(flows: dict[str, Flow], recorded: list[tuple[str, int, int, str, int, str]],
           running: set[tuple[str, str, str]], span: timedelta,
           now: datetime | None = None) -> list[Row]:
-    """One row per flow, in name order, with a cell per scheduled window of the span."""
+    """One row per flow, in name order, with a slot per scheduled window of the span."""
     now = now or datetime.now(UTC)
-    since = now - span
-    by_flow: dict[str, list[dict[str, Any]]] = {}
-    for r in sorted(recorded, key=lambda r: (r["window_start"], r["recorded_at"])):
-        by_flow.setdefault(r["flow"], []).append(r)
-    held = {(f, parse_instant(s, "lease"), parse_instant(e, "lease")) for f, s, e in running}
+    now_s, since_s = int(now.timestamp()), int((now - span).timestamp())
+    by_flow: dict[str, list[tuple[str, int, int, str, int, str]]] = {}
+    for r in recorded:
+        by_flow.setdefault(r[0], []).append(r)
+    held = {(f, int(parse_instant(s, "lease").timestamp()),
+             int(parse_instant(e, "lease").timestamp())) for f, s, e in running}
     rows = []
     for name in sorted(flows):
         flow = flows[name]
-        row = Row(name, list(flow.owners), flow.cluster)
-        windows = slots(flow, since, now)
-        starts = [s for s, _ in windows]
-        placed: dict[datetime, dict[str, Any]] = {}
-        for r in by_flow.get(name, []):
-            t = parse_instant(r["window_start"], "history")
-            # the slot this start falls in (the newest recorded run of it wins)
-            i = _slot_of(starts, t, flow.window)
-            if i is not None:
-                placed[starts[i]] = r
-        for start, end in windows:
-            found = placed.get(start)
-            label = f"{iso_z(start)} – {iso_z(end)}"
-            if found is not None:
-                verdict = _verdict(found)
-                window = Window(parse_instant(found["window_start"], "history"),
-                                parse_instant(found["window_end"], "history"))
-                row.cells.append(Cell(found["window_start"], found["window_end"], verdict,
-                                      f"{label}: {VERDICTS[verdict]}. {found['summary']}",
-                                      window_folder_name(window)))
+        step = int(flow.window.total_seconds())
+        first = -(-since_s // step) * step  # the first slot starting at or after `since`
+        n = max(0, -(-(now_s - first) // step))
+        if n > MAX_CELLS:
+            first, n = first + (n - MAX_CELLS) * step, MAX_CELLS
+        row = Row(name, list(flow.owners), flow.cluster, first, step)
+        codes = ["n"] * n
+        closing = int(flow.closing.total_seconds())
+        for i in range(n):
+            start = first + i * step
+            if (name, start, start + step) in held:
+                codes[i] = "r"
+            elif now_s < start + step + closing:
+                codes[i] = "c"
+        # the newest recorded run of a slot wins
+        for _, start, end, status, tolerated, summary in sorted(by_flow.get(name, ())):
+            i = (start - first) // step
+            if not 0 <= i < n:
                 continue
-            if (name, start, end) in held:
-                verdict = "running"
-            elif now < end + flow.closing:
-                verdict = "not_closed"
+            verdict = "tolerated" if status == "ok" and tolerated else status
+            codes[i] = CODES.get(verdict, "i")
+            if summary:
+                row.said[i] = summary
             else:
-                verdict = "no_run"
-            row.cells.append(Cell(iso_z(start), iso_z(end), verdict,
-                                  f"{label}: {VERDICTS[verdict]}", None))
+                row.said.pop(i, None)
+            if (start, end) != (first + i * step, first + (i + 1) * step):
+                row.folders[i] = folder_name(start, end)
+            else:
+                row.folders.pop(i, None)
+        row.codes = "".join(codes)
         _red_since(row)
         rows.append(row)
     return rows
 
 
-def _slot_of(starts: list[datetime], t: datetime, step: timedelta) -> int | None:
-    if not starts or t < starts[0] or t >= starts[-1] + step:
-        return None
-    return min(int((t - starts[0]) / step), len(starts) - 1)
-
-
 def _red_since(row: Row) -> None:
     """The newest closed window's verdict, and since when the flow has been red."""
-    closed = [c for c in row.cells if c.verdict not in ("not_closed", "running")]
+    closed = [i for i, c in enumerate(row.codes) if c not in "cr"]
     if not closed:
         return
-    row.newest = closed[-1].verdict
+    row.newest = VERDICT_OF[row.codes[closed[-1]]]
     if row.newest not in RED:
         return
-    since = closed[-1].start
-    for c in reversed(closed):
-        if c.verdict not in RED:
+    since = closed[-1]
+    for i in reversed(closed):
+        if VERDICT_OF[row.codes[i]] not in RED:
             break
-        since = c.start
+        since = i
     else:
         row.red_before_span = True
-    row.red_since = since
+    row.red_since = row.start_of(since)
 
 
 def keep(rows: list[Row], owner: str = "", cluster: str = "", status: str = "") -> list[Row]:

@@ -318,30 +318,41 @@ def flow_runs(flow: str, limit: int = 60, eng: Engine | None = None) -> list[dic
 
 
 def windows_between(since: datetime, until: datetime, flows: set[str] | None = None,
-                    eng: Engine | None = None) -> list[dict[str, Any]]:
+                    eng: Engine | None = None) -> list[tuple[str, int, int, str, int, str]]:
     """Every recorded window that starts in [since, until), for the Reconciliation page's
-    grid: its status, verdict and counts, and whether a finding was let through by its
-    tolerance. Two queries over the whole span, never one per window."""
+    grid, as (flow, start, end, status, tolerated, summary): times as seconds since the
+    epoch, `tolerated` the records findings let through by their tolerance, the verdict line
+    only for a window that is not ok (a fleet's day is tens of thousands of windows). Three
+    queries over the whole span, never one per window."""
     from sqlalchemy import func
 
     eng = eng or engine()
-    where = [runs.c.window_start >= since, runs.c.window_start < until]
+    span = [runs.c.window_start >= since, runs.c.window_start < until]
     f = findings_table
     tolerated = [f.c.window_start >= since, f.c.window_start < until, f.c.failed == 0,
                  f.c.records > 0]
     if flows is not None:
-        where.append(runs.c.flow.in_(sorted(flows)))
+        span.append(runs.c.flow.in_(sorted(flows)))
         tolerated.append(f.c.flow.in_(sorted(flows)))
+
+    def key(flow: str, t: datetime) -> tuple[str, int]:
+        return flow, int(_utc(t).timestamp())
+
     with eng.connect() as con:
-        rows = [_run_row(r._mapping) for r in con.execute(
-            select(runs.c.flow, runs.c.window_start, runs.c.window_end, runs.c.status,
-                   runs.c.findings, runs.c.summary, runs.c.recorded_at).where(*where))]
-        within = {(fl, _utc(s), _utc(e)): int(n or 0) for fl, s, e, n in con.execute(
-            select(f.c.flow, f.c.window_start, f.c.window_end, func.sum(f.c.records))
-            .where(*tolerated).group_by(f.c.flow, f.c.window_start, f.c.window_end))}
-    for r in rows:
-        r["tolerated"] = within.get((r["flow"], _t(r["window_start"]), _t(r["window_end"])), 0)
-    return rows
+        rows = con.execute(select(runs.c.flow, runs.c.window_start, runs.c.window_end,
+                                  runs.c.status).where(*span)).all()
+        said = {key(fl, s): text for fl, s, text in con.execute(
+            select(runs.c.flow, runs.c.window_start, runs.c.summary)
+            .where(*span, runs.c.status != "ok"))}
+        within = {key(fl, s): int(n or 0) for fl, s, n in con.execute(
+            select(f.c.flow, f.c.window_start, func.sum(f.c.records))
+            .where(*tolerated).group_by(f.c.flow, f.c.window_start))}
+    out = []
+    for fl, s, e, status in rows:
+        k = key(fl, s)
+        out.append((fl, k[1], int(_utc(e).timestamp()), str(status), within.get(k, 0),
+                    said.get(k, "")))
+    return out
 
 
 def neighbours(flow: str, start: str, eng: Engine | None = None

@@ -373,61 +373,135 @@ def _point_columns(png: bytes, rgb: tuple[int, int, int], near: int = 0) -> list
 
 
 def _the_page_shows_each_hourly_window(s: Stack, hours: list[str]) -> None:
-    """The hourly flow's history on the page: a point per window and tier on the chart (the
-    last tier drawn, matplotlib's third colour, sits on top), and each window's records per
-    tier in the table, zero as zero."""
+    """The hourly flow's history on the page: a point per window and tier on its chart (the
+    last tier drawn, matplotlib's third colour, sits on top), an ok cell per window in the
+    grid, and each window's page with every tier's count, zero as zero."""
     token = s.airflow.token()
-    code, png, _ = _get(f"{s.airflow.url}/recon/charts/{HOURLY}.png",
-                        {"Authorization": f"Bearer {token}"})
+    auth = {"Authorization": f"Bearer {token}"}
+    code, png, _ = _get(f"{s.airflow.url}/recon/charts/{HOURLY}.png", auth)
     assert code == 200
     # a marker per hourly window (three backfilled, perhaps the latest hour), and the legend's
     assert len(_point_columns(png, (44, 160, 44))) >= 4, "a marker per hourly window"
-    code, body, _ = _get(f"{s.airflow.url}/recon/", {"Authorization": f"Bearer {token}"})
+    code, body, _ = _get(f"{s.airflow.url}/recon/api/grid?span=7d", auth)
     assert code == 200
-    page = body.decode()
-    section = page.split(f"charts/{HOURLY}.png", 1)[1].split("</section>", 1)[0]
+    [row] = [f for f in json.loads(body)["flows"] if f["flow"] == HOURLY]
+    cells = {c["start"]: c for c in row["cells"]}
     for hour in hours:
-        row = section.split(hour, 1)[1].split("</tr>", 1)[0]
-        assert "orders_db 0, orders_topic 0, warehouse 0" in row, row
+        assert cells[hour]["verdict"] == "ok", cells[hour]
+        code, page, _ = _get(f"{s.airflow.url}/recon/windows/{HOURLY}/"
+                             f"{cells[hour]['folder']}", auth)
+        assert code == 200
+        assert page.decode().count('<span class="n">0</span>') == 3, "each tier's count: 0"
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get(
     "KAFKA_RECON_REQUIRE_CHROMIUM"), reason="Debian's chromium is not installed (make test "
     "installs it and then requires it)")
-def test_screenshots_of_the_trigger_form_and_the_plugin_page(
+def test_from_the_grid_to_a_lost_id_and_the_validation_offline_at_desk_and_phone_width(
         stack: Stack, adhoc_run: tuple[dict[str, Any], dict[str, Any]],
         artifacts_dir: Path) -> None:
+    """What an on-call engineer does in a browser (Debian's Chromium), at 1440 and 390 px:
+    the grid, a click on the red window, a search for an id the consumer lost, the download,
+    the repair action (the admin may trigger it), the validation with every request off
+    this host refused, and no console error on any page; the mail as a phone shows it; the
+    trigger form starting on a window with nothing red."""
+    import base64
+
     from playwright.sync_api import sync_playwright
 
+    lost = sorted(stack.truth["lost_consume_side"])
     token = stack.airflow.token()
+    base = stack.airflow.url
+    shots: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-            ctx.add_cookies([{"name": "_token", "value": token, "url": stack.airflow.url}])
+            for width, height in ((1440, 1000), (390, 844)):
+                ctx = browser.new_context(viewport={"width": width, "height": height},
+                                          accept_downloads=True)
+                ctx.add_cookies([{"name": "_token", "value": token, "url": base}])
+                outside: list[str] = []  # no internet: a request off this host is refused
+
+                def cut(route: Any, outside: list[str] = outside) -> None:
+                    if route.request.url.startswith(base):
+                        route.continue_()
+                    else:
+                        outside.append(route.request.url)
+                        route.abort()
+
+                ctx.route("**/*", cut)
+                page = ctx.new_page()
+                errors: list[str] = []
+
+                def console(m: Any, errors: list[str] = errors) -> None:
+                    if m.type == "error":
+                        errors.append(m.text)
+
+                page.on("console", console)
+                page.goto(f"{base}/recon/?span=30d")
+                cell = page.locator(f'.cells[data-flow="{FLOW}"] a.v-findings').first
+                cell.wait_for(timeout=60_000)
+                shot = f"grid-{width}.png"
+                page.screenshot(path=str(artifacts_dir / shot), full_page=True)
+                shots.append(shot)
+                assert "findings" in str(cell.get_attribute("title"))
+                cell.click()
+                page.get_by_role("heading", name="Hops").wait_for(timeout=30_000)
+                assert page.locator("#diagram .arrow.bad").count() == 1
+                assert page.get_by_role("button", name="Repair this window").count() == 1
+                page.wait_for_timeout(500)  # the history chart loads after the page
+                shot = f"window-{width}.png"
+                page.screenshot(path=str(artifacts_dir / shot), full_page=True)
+                shots.append(shot)
+                # a known lost id, searched: found, and the only one listed
+                page.fill("#id-search input[name=q]", str(lost[-1]))
+                page.click("#id-search button")
+                page.locator("#ids").wait_for(timeout=30_000)
+                listed = [c.strip() for c in page.locator("#ids td code").all_inner_texts()]
+                assert listed == [str(i) for i in lost if str(lost[-1]) in str(i)], listed
+                with page.expect_download() as got:
+                    page.click("#download")
+                ids = Path(got.value.path()).read_text().split()[1:]
+                assert sorted(int(i) for i in ids) == lost
+                page.click("#links >> text=validation")
+                page.locator("#suites").wait_for(timeout=30_000)
+                assert "records missing, 0 allowed" in page.inner_text("#suites")
+                assert outside == [] and errors == [], (outside, errors)
+                ctx.close()
+            # the mail as a phone shows it: its HTML part, the chart inline
+            [mail] = read_maildir(stack.mail)
+            html_part, related = mail.get_body(("html",)), mail.get_body(("related",))
+            assert html_part is not None and related is not None
+            [chart] = [x for x in related.iter_parts() if x["Content-ID"] == "<chart.png>"]
+            inline = "data:image/png;base64," + base64.b64encode(chart.get_content()).decode()
+            phone = browser.new_context(viewport={"width": 390, "height": 844})
+            page = phone.new_page()
+            page.set_content(html_part.get_content().replace("cid:chart.png", inline))
+            assert page.evaluate("document.documentElement.scrollWidth") <= 391, \
+                "the mail fits a phone: nothing makes it scroll sideways"
+            page.screenshot(path=str(artifacts_dir / "mail-390.png"), full_page=True)
+            shots.append("mail-390.png")
+            # the trigger form starts on a window: nothing red
+            ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+            ctx.add_cookies([{"name": "_token", "value": token, "url": base}])
             page = ctx.new_page()
-            page.goto(f"{stack.airflow.url}/dags/recon_adhoc")
+            page.goto(f"{base}/dags/recon_adhoc")
             page.get_by_role("button", name="Trigger").first.click()
             page.get_by_text("Window start").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(500)
             page.screenshot(path=str(artifacts_dir / "trigger-form.png"), full_page=True)
-            assert page.get_by_text("Replays").count() > 0
-
-            page.goto(f"{stack.airflow.url}/plugin/reconciliation")
-            frame = page.frame_locator("iframe").first
-            frame.get_by_role("heading", name="Reconciliation").wait_for(timeout=60_000)
-            page.wait_for_timeout(1500)  # the chart image loads after the table
-            page.screenshot(path=str(artifacts_dir / "plugin-page.png"), full_page=True)
-            assert frame.get_by_text(FLOW).count() > 0
-            # the hourly flow the backfill test (run before this one) reconciled: its chart as
-            # the browser shows it, a point per window
-            hourly = frame.locator(f'img[src="charts/{HOURLY}.png"]')
-            assert hourly.count() == 1, "the hourly flow's history is on the page"
+            assert page.get_by_text("This field is required").count() == 0
+            # the hourly flow's history chart, on one of its windows' pages
+            page.goto(f"{base}/recon/?span=7d")
+            page.locator(f'.cells[data-flow="{HOURLY}"] a').last.click()
+            hourly = page.locator("img#history")
+            hourly.wait_for(timeout=30_000)
             hourly.scroll_into_view_if_needed()
             page.wait_for_timeout(500)
             hourly.screenshot(path=str(artifacts_dir / "plugin-hourly-chart.png"))
         finally:
             browser.close()
-    for name in ("trigger-form.png", "plugin-page.png", "plugin-hourly-chart.png"):
+    for name in (*shots, "trigger-form.png", "plugin-hourly-chart.png"):
         assert (artifacts_dir / name).read_bytes().startswith(b"\x89PNG")
     shown = (artifacts_dir / "plugin-hourly-chart.png").read_bytes()
     # the last tier's colour, as the browser rendered it: a marker per window and the legend's

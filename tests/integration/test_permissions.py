@@ -49,9 +49,10 @@ def server(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         (docs / "index.html").write_text("docs")
     eng = history.engine(f"sqlite:///{work / 'history.db'}")
     for flow in READERS.values():
-        history.record(result(DAY, 10, missing=2, status="findings", flow=flow),
-                       str(runs / flow / WINDOW), str(runs / flow / WINDOW / "report.html"),
-                       eng=eng)
+        found = result(DAY, 10, missing=2, status="findings", flow=flow)
+        (runs / flow / WINDOW / "result.json").write_text(found.dumps())
+        history.record(found, str(runs / flow / WINDOW),
+                       str(runs / flow / WINDOW / "report.html"), eng=eng)
     # the DAGs' permissions exist once the DAGs are serialized and FAB has synced them
     setup = [["dags", "reserialize"], ["sync-perm", "--include-dags"],
              _user("admin", "Admin"), _user("nobody", "Public")]
@@ -93,12 +94,17 @@ def test_each_user_sees_and_reads_only_the_flow_whose_dag_they_may_read(
     code, latest = _get(server, user, "api/latest")
     assert code == 200, latest
     assert [r["flow"] for r in json.loads(latest)] == [flow]
-    code, page = _get(server, user, "")
-    assert code == 200 and f"charts/{flow}.png" in page
-    # no trace of the other flow: neither its chart nor its runs nor its name as a flow
+    code, page = _get(server, user, "?span=30d")
+    assert code == 200 and f'data-flow="{flow}"' in page
+    assert json.loads(latest)[0]["window_link"] == f"/recon/windows/{flow}/{WINDOW}"
+    # no trace of the other flow: neither its row nor its windows nor its name as a flow
     # (the tiers of both flows here are called clicks_topic and lake)
-    assert f"charts/{other}.png" not in page and f"runs/{other}/" not in page
-    assert f"<h2>{other}</h2>" not in page and f"#flow-{other}" not in page
+    assert f'data-flow="{other}"' not in page and f"windows/{other}/" not in page
+    assert f"#flow-{other}" not in page
+    # its window's page, and not the other's; a reader may not trigger: no action offered
+    code, window = _get(server, user, f"windows/{flow}/{WINDOW}")
+    assert code == 200 and "Re-run this window" not in window, window
+    assert _get(server, user, f"windows/{other}/{WINDOW}")[0] == 403
     code, metrics = _get(server, user, "metrics")
     assert code == 200 and f'flow="{flow}"' in metrics and f'flow="{other}"' not in metrics
     for path in ("report.html", "missing/t__s.csv",
@@ -119,3 +125,6 @@ def test_a_user_allowed_no_dag_sees_no_flow_and_the_admin_sees_both(
     assert _get(server, "nobody", f"runs/orders/{WINDOW}/report.html")[0] == 403
     code, latest = _get(server, "admin", "api/latest")
     assert sorted(r["flow"] for r in json.loads(latest)) == ["clicks", "orders"]
+    # the admin may trigger the ad-hoc DAG: the action is offered
+    code, window = _get(server, "admin", f"windows/orders/{WINDOW}")
+    assert code == 200 and "Re-run this window" in window, window

@@ -223,6 +223,7 @@ def _page_routes(app: Any) -> None:
         rows, flows, problem, span = _grid(user, span, owner, cluster, status)
         return env.get_template("ui.html.j2").render(
             base=PREFIX, rows=rows, user=_user_name(user), span=span, spans=list(grid.SPANS),
+            letters=grid.VERDICT_OF,
             span_label={"24h": "24 hours", "7d": "7 days", "30d": "30 days"}[span],
             owner=owner, cluster=cluster, status=status, verdicts=grid.VERDICTS,
             statuses=[("red", "findings or inconclusive"),
@@ -236,8 +237,12 @@ def _page_routes(app: Any) -> None:
                  user: Any = Depends(get_user)) -> dict[str, Any]:
         from dataclasses import asdict
 
+        from kafka_recon.outputs import grid
+
         rows, _, problem, span = _grid(user, span, owner, cluster, status)
-        return {"span": span, "problem": problem, "flows": [asdict(r) for r in rows]}
+        # a row's `codes`: a letter per window (`letters` says which verdict), oldest first
+        return {"span": span, "problem": problem, "letters": grid.VERDICT_OF,
+                "flows": [asdict(r) for r in rows]}
 
     @app.get("/api/latest")
     def api_latest(user: Any = Depends(get_user)) -> list[dict[str, Any]]:
