@@ -121,6 +121,7 @@ def verdict(flow: str, start: str, end: str) -> str:
     from airflow.sdk.exceptions import AirflowFailException
 
     from kafka_recon import orchestrate
+    from kafka_recon.airflow.links import window_page
 
     run = held_run(flow, start, end)
     orchestrate.finish(run, run_owner())  # the run's last task: the window is free again
@@ -129,7 +130,7 @@ def verdict(flow: str, start: str, end: str) -> str:
     # the answer in the task's log, in words, and where the window's ids and actions are,
     # before anything Airflow adds
     log.info("verdict: %s", line)
-    log.info("this window: %s", window_page(run))
+    log.info("this window: %s", window_page(flow, start, end))
     if result.status != "ok":
         # the window's answer, not an error a retry may clear (the reasons of an
         # inconclusive run are in this line)
@@ -143,15 +144,6 @@ def verdict(flow: str, start: str, end: str) -> str:
         elif isinstance(outlet, Asset):
             context["outlet_events"][outlet].extra = extra
     return line
-
-
-def window_page(run: Any) -> str:
-    """The window's page on the Reconciliation page: at Airflow's address where it is known,
-    else the path under it."""
-    from kafka_recon.settings import ui_url
-
-    base = (ui_url() or "").rstrip("/")
-    return f"{base}/recon/windows/{run.flow.name}/{run.folder.path.name}"
 
 
 def check_adhoc(flow: str, start: str, end: str) -> list[str]:

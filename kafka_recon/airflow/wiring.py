@@ -31,6 +31,7 @@ from typing import Any
 
 from airflow.sdk import TriggerRule
 
+from kafka_recon.airflow.links import WindowPageLink
 from kafka_recon.airflow.operators.spark_submit import spark_job
 from kafka_recon.airflow.run_args import RunArgs
 from kafka_recon.airflow.tasks import (
@@ -84,7 +85,10 @@ def wire_run(args: RunArgs, begun: Any, staged: Any, reconciles: Any) -> None:
         begun >> staged
         staged >> compared
     compared >> validate(**w) >> reported
-    reported >> [recorded, notified, alerted] >> verdict.override(outlets=[reconciles])(**w)
+    concluded = verdict.override(outlets=[reconciles])(**w)
+    # the red task of a red run links the window's page, as the Spark step does
+    concluded.operator.operator_extra_links = (WindowPageLink(),)  # type: ignore[attr-defined]
+    reported >> [recorded, notified, alerted] >> concluded
 
 
 def daily_run(args: RunArgs, tiers: list[str]) -> None:

@@ -171,6 +171,17 @@ def test_adhoc_run_triggered_through_the_rest_api_mails_owners_and_records_histo
                       "stage_topic": "success", "replay_reconcile": "success",
                       "validate": "failed", "report": "success", "history": "success",
                       "notify": "success", "alert": "skipped", "verdict": "failed"}
+    # the red task links the window's page, and its log says the verdict in words
+    folder = f"{stack.start}_{stack.end}".replace(":", "")
+    for task_id in ("verdict", "replay_reconcile"):
+        code, links = stack.airflow.api(
+            "GET", f"/dags/recon_adhoc/dagRuns/{done['dag_run_id']}/taskInstances/{task_id}"
+                   "/links")
+        assert code == 200, links
+        assert links == {"Reconciliation window": f"/recon/windows/{FLOW}/{folder}"}, links
+    code, log = stack.airflow.api(
+        "GET", f"/dags/recon_adhoc/dagRuns/{done['dag_run_id']}/taskInstances/verdict/logs/1")
+    assert code == 200 and f"verdict: {FLOW} {stack.start}..{stack.end}: FINDINGS" in str(log)
 
     [mail_file] = sorted(stack.mail.glob("*.eml"))
     [mail] = read_maildir(stack.mail)

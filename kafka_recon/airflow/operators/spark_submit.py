@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from kafka_recon.airflow.links import WindowPageLink
 from kafka_recon.airflow.ownership import hold, run_owner
 from kafka_recon.airflow.run_args import RunArgs
 from kafka_recon.settings import spark_jobs_dir
@@ -34,6 +35,7 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         self.step, self.flow, self.config = step, flow, config
 
     template_fields = (*SparkSubmitOperator.template_fields, "flow")
+    operator_extra_links = (WindowPageLink(),)
 
     def execute(self, context: Any) -> None:
         from airflow.providers.openlineage.conf import is_disabled

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from kafka_recon.airflow.links import WindowPageLink
 from kafka_recon.airflow.plugins import pools
 from kafka_recon.airflow.plugins.ui import PREFIX, create_app
 
@@ -21,3 +22,5 @@ class ReconciliationPlugin(AirflowPlugin):
         "url_route": "reconciliation",
     }]
     listeners = [pools]
+    # the link from a run's tasks to its window's page (the Spark step and the verdict)
+    operator_extra_links = [WindowPageLink()]
