@@ -178,7 +178,9 @@ def test_adhoc_run_triggered_through_the_rest_api_mails_owners_and_records_histo
             "GET", f"/dags/recon_adhoc/dagRuns/{done['dag_run_id']}/taskInstances/{task_id}"
                    "/links")
         assert code == 200, links
-        assert links == {"Reconciliation window": f"/recon/windows/{FLOW}/{folder}"}, links
+        assert list(links["extra_links"]) == ["Reconciliation window"], links
+        assert links["extra_links"]["Reconciliation window"] == \
+            f"{stack.airflow.url}/recon/windows/{FLOW}/{folder}", links
     code, log = stack.airflow.api(
         "GET", f"/dags/recon_adhoc/dagRuns/{done['dag_run_id']}/taskInstances/verdict/logs/1")
     assert code == 200 and f"verdict: {FLOW} {stack.start}..{stack.end}: FINDINGS" in str(log)
@@ -486,8 +488,10 @@ def test_from_the_grid_to_a_lost_id_and_the_validation_offline_at_desk_and_phone
                 assert "records missing, 0 allowed" in page.inner_text("#suites")
                 assert outside == [] and errors == [], (outside, errors)
                 ctx.close()
-            # the mail as a phone shows it: its HTML part, the chart inline
-            [mail] = read_maildir(stack.mail)
+            # the mail as a phone shows it: its HTML part, the chart inline (the hourly
+            # flow's windows mailed their owners too)
+            [mail] = [m for m in read_maildir(stack.mail)
+                      if m["Subject"].startswith(f"FINDINGS {FLOW}:")]
             html_part, related = mail.get_body(("html",)), mail.get_body(("related",))
             assert html_part is not None and related is not None
             [chart] = [x for x in related.iter_parts() if x["Content-ID"] == "<chart.png>"]

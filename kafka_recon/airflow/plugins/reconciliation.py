@@ -7,7 +7,7 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from kafka_recon.airflow.links import WindowPageLink
-from kafka_recon.airflow.plugins import pools
+from kafka_recon.airflow.plugins import pools, run_notes
 from kafka_recon.airflow.plugins.ui import PREFIX, create_app
 
 
@@ -21,6 +21,6 @@ class ReconciliationPlugin(AirflowPlugin):
         "category": "browse",
         "url_route": "reconciliation",
     }]
-    listeners = [pools]
+    listeners = [pools, run_notes]
     # the link from a run's tasks to its window's page (the Spark step and the verdict)
     operator_extra_links = [WindowPageLink()]

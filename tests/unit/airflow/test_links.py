@@ -42,3 +42,12 @@ def test_the_spark_step_and_the_verdict_of_every_dag_carry_the_link(
         for task_id in ("replay_reconcile", "verdict"):
             names = [x.name for x in dag.get_task(task_id).operator_extra_links]
             assert names == ["Reconciliation window"], (dag_id, task_id, names)
+
+
+def test_an_ad_hoc_runs_note_names_its_flow_and_window() -> None:
+    from kafka_recon.airflow.plugins.run_notes import note_of
+
+    assert note_of({"flow": "orders", "start": "2026-11-20T00:00:00Z",
+                    "end": "2026-11-21T00:00:00Z", "replays": 2}) == (
+        "orders 2026-11-20T00:00:00Z – 2026-11-21T00:00:00Z")
+    assert note_of({}) is None and note_of(None) is None and note_of({"flow": "x"}) is None
