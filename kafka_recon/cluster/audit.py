@@ -316,11 +316,11 @@ DOCS = {
     "H2-below-min-isr": "#topicconfigs_min.insync.replicas",
     "H3-no-leader": "#replication",
     "A1-audit-incomplete": "#security_authz",
-    "M1-mirror-acks": "#georeplication-config-syntax",
-    "M2-errors-tolerance": "#georeplication-config-syntax",
-    "M3-sync-topic-configs": "#georeplication-config-syntax",
-    "M4-mirror-replication-factor": "#georeplication-config-syntax",
-    "M5-offset-translation": "#georeplication-config-syntax",
+    "M1-mirror-acks": "#georeplication",
+    "M2-errors-tolerance": "#georeplication",
+    "M3-sync-topic-configs": "#georeplication",
+    "M4-mirror-replication-factor": "#georeplication",
+    "M5-offset-translation": "#georeplication",
 }
 
 

@@ -94,7 +94,7 @@ def test_each_user_sees_and_reads_only_the_flow_whose_dag_they_may_read(
     code, latest = _get(server, user, "api/latest")
     assert code == 200, latest
     assert [r["flow"] for r in json.loads(latest)] == [flow]
-    code, page = _get(server, user, "?span=30d")
+    code, page = _get(server, user, "?span=30d&until=2026-11-25T00:00:00Z")
     assert code == 200 and f'data-flow="{flow}"' in page
     assert json.loads(latest)[0]["window_link"] == f"/recon/windows/{flow}/{WINDOW}"
     # no trace of the other flow: neither its row nor its windows nor its name as a flow

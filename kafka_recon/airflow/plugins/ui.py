@@ -208,30 +208,37 @@ def _page_routes(app: Any) -> None:
 
     env = _env()
 
-    def _grid(user: Any, span: str, owner: str, cluster: str, status: str
+    def _grid(user: Any, span: str, owner: str, cluster: str, status: str, until: str = ""
               ) -> tuple[list[Any], dict[str, Any], str | None, str]:
         # the history store (SQLAlchemy) is read when the page is asked for: the plugin is
         # loaded by every Airflow component, most of which never serve it
         from datetime import UTC, datetime
 
+        from kafka_recon.errors import WindowError
         from kafka_recon.outputs import grid, history
         from kafka_recon.stores.lease import held
+        from kafka_recon.window import parse_instant
 
         flows, problem = _flows()
         readable = readable_flows(user, set(flows))
         flows = {k: v for k, v in flows.items() if k in readable}
         span = span if span in grid.SPANS else grid.default_span(flows)
-        now = datetime.now(UTC)
+        # the span ends now, or where a review of an incident asks (`until`)
+        try:
+            now = min(parse_instant(until, "until"), datetime.now(UTC)) if until \
+                else datetime.now(UTC)
+        except WindowError as exc:
+            raise HTTPException(400, str(exc)) from None
         recorded = history.windows_between(now - grid.SPANS[span], now, set(flows))
         rows = grid.build(flows, recorded, held(), grid.SPANS[span], now)
         return grid.keep(rows, owner, cluster, status), flows, problem, span
 
     @app.get("/", response_class=HTMLResponse)
     def index(span: str = "", owner: str = "", cluster: str = "", status: str = "",
-              user: Any = Depends(get_user)) -> str:
+              until: str = "", user: Any = Depends(get_user)) -> str:
         from kafka_recon.outputs import grid
 
-        rows, flows, problem, span = _grid(user, span, owner, cluster, status)
+        rows, flows, problem, span = _grid(user, span, owner, cluster, status, until)
         return env.get_template("ui.html.j2").render(
             base=PREFIX, rows=rows, user=_user_name(user), span=span, spans=list(grid.SPANS),
             letters=grid.VERDICT_OF,
@@ -241,16 +248,16 @@ def _page_routes(app: Any) -> None:
                       *((k, v) for k, v in grid.VERDICTS.items()
                         if k not in ("not_closed", "running"))],
             clusters=sorted({f.cluster for f in flows.values()}), problem=problem,
-            filtered=bool(owner or cluster or status))
+            filtered=bool(owner or cluster or status), until=until)
 
     @app.get("/api/grid")
     def api_grid(span: str = "", owner: str = "", cluster: str = "", status: str = "",
-                 user: Any = Depends(get_user)) -> dict[str, Any]:
+                 until: str = "", user: Any = Depends(get_user)) -> dict[str, Any]:
         from dataclasses import asdict
 
         from kafka_recon.outputs import grid
 
-        rows, _, problem, span = _grid(user, span, owner, cluster, status)
+        rows, _, problem, span = _grid(user, span, owner, cluster, status, until)
         # a row's `codes`: a letter per window (`letters` says which verdict), oldest first
         return {"span": span, "problem": problem, "letters": grid.VERDICT_OF,
                 "flows": [asdict(r) for r in rows]}
