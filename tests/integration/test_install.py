@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -67,6 +68,9 @@ def _sh(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     _sh([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO_ROOT)])
+    # the build leaves kafka_recon.egg-info in the checkout, as `make wheel` removes it: there
+    # it would put the plugin's entry point on sys.path twice for every later Airflow
+    shutil.rmtree(REPO_ROOT / "kafka_recon.egg-info", ignore_errors=True)
     [built] = out.glob("kafka_recon-*.whl")
     return built
 
