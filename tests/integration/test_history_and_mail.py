@@ -91,7 +91,7 @@ def test_a_mail_server_that_is_down_keeps_the_report_and_the_retry_delivers(
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before, \
         "a failed send changes nothing on disk"
     with MailCatcher(tmp_path / "mail", port=port):
-        assert orchestrate.notify(recon).endswith("FINDINGS")  # the retry
+        assert orchestrate.notify(recon).startswith("FINDINGS ")  # the retry
     [mail] = read_maildir(tmp_path / "mail")
     assert mail["To"] == "orders-team@example.com"
     assert [a.get_filename() for a in mail.iter_attachments()] == ["db__topic.csv"]
