@@ -10,6 +10,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperatorLink
 
+PREFIX = "/recon"  # where the plugin's pages are under Airflow's address
+
 
 def window_of_task(task: Any) -> tuple[str, str, str] | None:
     """(flow, start, end) as the task was given them, rendered: a Spark step's command line
@@ -26,17 +28,22 @@ def window_of_task(task: Any) -> tuple[str, str, str] | None:
     return None
 
 
-def window_page(flow: str, start: str, end: str) -> str:
-    """The window's page: at Airflow's own address where it is known, else its path."""
+def window_path(flow: str, start: str, end: str) -> str:
+    """The window's page under Airflow's address: /recon/windows/<flow>/<run folder name>."""
     from urllib.parse import quote
 
     from kafka_recon.runfolder import window_folder_name
-    from kafka_recon.settings import ui_url
     from kafka_recon.window import Window
 
-    base = (ui_url() or "").rstrip("/")
-    return (f"{base}/recon/windows/{quote(flow, safe='')}/"
+    return (f"{PREFIX}/windows/{quote(flow, safe='')}/"
             f"{window_folder_name(Window.parse(start, end))}")
+
+
+def window_page(flow: str, start: str, end: str) -> str:
+    """The window's page: at Airflow's own address where it is known, else its path."""
+    from kafka_recon.settings import ui_url
+
+    return (ui_url() or "").rstrip("/") + window_path(flow, start, end)
 
 
 class WindowPageLink(BaseOperatorLink):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from kafka_recon.airflow.links import WindowPageLink
+from kafka_recon.airflow.links import PREFIX, WindowPageLink
 from kafka_recon.airflow.plugins import pools, run_notes
-from kafka_recon.airflow.plugins.ui import PREFIX, create_app
+from kafka_recon.airflow.plugins.ui import create_app
 
 
 class ReconciliationPlugin(AirflowPlugin):

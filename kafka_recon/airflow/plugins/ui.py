@@ -40,10 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 
+from kafka_recon.airflow.links import PREFIX
+
 if TYPE_CHECKING:
     from upath import UPath
 
-PREFIX = "/recon"
 
 
 def _relative_link(path: str | None, root: Path | UPath) -> str | None:
@@ -76,16 +77,13 @@ def page_rows(rows: list[dict[str, Any]], root: Path | UPath) -> list[dict[str, 
 
 
 def _window_link(r: dict[str, Any]) -> str | None:
-    from urllib.parse import quote
-
-    from kafka_recon.runfolder import window_folder_name
-    from kafka_recon.window import Window
+    """A history row's window page (`links.window_path`), or None for a row without one."""
+    from kafka_recon.airflow.links import window_path
 
     try:
-        w = Window.parse(r["window_start"], r["window_end"])
+        return window_path(r["flow"], r["window_start"], r["window_end"])
     except (KeyError, ValueError):
         return None
-    return f"{PREFIX}/windows/{quote(r['flow'], safe='')}/{window_folder_name(w)}"
 
 
 def readable_flows(user: Any, flows: set[str]) -> set[str]:
@@ -291,6 +289,7 @@ def _window_routes(app: Any) -> None:
     @app.get("/windows/{flow}/{window}", response_class=HTMLResponse)
     def window_page(flow: str, window: str, file: str = "", q: str = "", page: int = 1,
                     user: Any = Depends(get_user)) -> str:
+        from kafka_recon.airflow.names import flow_dag_id
         from kafka_recon.outputs import grid, history
         from kafka_recon.outputs.window_view import PAGE, id_page, view
 
@@ -309,7 +308,7 @@ def _window_routes(app: Any) -> None:
             prev=_window_link({**before, "flow": flow}) if before else None,
             next=_window_link({**after, "flow": flow}) if after else None,
             report=f"{PREFIX}/runs/{flow}/{window}/{folder.report.name}",
-            airflow_runs=f"/dags/{flow_dag_id_of(flow)}/runs", page=ids, selected=chosen,
+            airflow_runs=f"/dags/{flow_dag_id(flow)}/runs", page=ids, selected=chosen,
             size=PAGE, download=(f"{PREFIX}/runs/{flow}/{window}/{chosen['path']}"
                                  if chosen else None),
             can_trigger=may_trigger(user, "recon_adhoc"),
@@ -331,12 +330,6 @@ def _window_routes(app: Any) -> None:
             window=f"{result.window.start} – {result.window.end}",
             back=f"{PREFIX}/windows/{flow}/{window}",
             docs=f"{PREFIX}/runs/{flow}/{window}/{docs}" if docs else None)
-
-
-def flow_dag_id_of(flow: str) -> str:
-    from kafka_recon.airflow.names import flow_dag_id
-
-    return flow_dag_id(flow)
 
 
 def may_trigger(user: Any, dag_id: str) -> bool:
