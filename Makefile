@@ -54,7 +54,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 jars: .jars/.installed
 .jars/.installed: jvm/pom.xml jvm/settings.xml
 	@command -v mvn >/dev/null || { echo "mvn not found: install Maven (Debian: maven)"; exit 2; }
-	rm -rf .jars/kafka .jars/spark .jars/lineage .jars/flume .jars/mirror .jars/s3 .jars/s3proxy .jars/lake kafka_recon/jars
+	rm -rf .jars/kafka .jars/spark .jars/lineage .jars/flume .jars/mirror .jars/s3 .jars/s3proxy .jars/lake .jars/connect .jars/connect-plugins kafka_recon/jars
 	$(MVN) -P kafka dependency:copy-dependencies
 	$(MVN) -P spark dependency:copy-dependencies
 	$(MVN) -P lineage dependency:copy-dependencies
@@ -63,6 +63,8 @@ jars: .jars/.installed
 	$(MVN) -P s3 dependency:copy-dependencies
 	$(MVN) -P s3proxy dependency:copy-dependencies
 	$(MVN) -P lake dependency:copy-dependencies
+	$(MVN) -P connect dependency:copy-dependencies
+	$(MVN) -P debezium dependency:copy-dependencies
 	touch $@
 
 # kafka-recon's window reader (jvm/src), a Spark source compiled against the installed pyspark's

@@ -151,7 +151,7 @@ class RecordSpec(_Strict):
 
 
 _FRACTION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
-ToleranceKind = Literal["loss", "duplicate", "unexpected"]
+ToleranceKind = Literal["loss", "duplicate", "unexpected", "dead_lettered"]
 
 
 def _allowance(v: Any) -> int | str:
@@ -185,6 +185,10 @@ class Tolerance(_Strict):
     """Duplicate records a hop may show before its window fails."""
     unexpected: Allowance = 0
     """Records downstream that no upstream tier had, allowed before the window fails."""
+    dead_lettered: Allowance = 0
+    """Records a sink connector routed to its dead-letter queue, allowed before the window
+    fails: they are not lost (their ids, errors and offsets are reported), but nobody loaded
+    them; "100%" reports them without ever failing the window."""
 
     def allowed(self, kind: ToleranceKind, expected: int | None) -> int:
         """The records of `kind` the hop may show, for a hop that expected `expected`."""
@@ -230,12 +234,44 @@ class Drops(_Strict):
         return v
 
 
+class Connector(_Strict):
+    """The Kafka Connect connector that moves a tier's records (docs/connect.md): on a topic
+    tier, the source connector writing it (Debezium); on a SQL or table tier right after a
+    topic, the sink connector loading it. kafka-recon reads its config, status and offsets
+    through the Connect cluster's REST API, never changes them."""
+    name: str = Field(min_length=1)
+    """The connector's name in its Connect cluster."""
+    url: str | None = None
+    """The Connect cluster's REST API (http://connect:8083); or `conn`."""
+    conn: str | None = None
+    """An Airflow HTTP connection to the Connect cluster's REST API (host, port, schema
+    http/https, login and password for basic auth)."""
+    dead_letter_topic: str | None = None
+    """A sink connector's dead-letter queue topic, when its config does not say it
+    (`errors.deadletterqueue.topic.name` is read from the connector's config first)."""
+    group: str | None = None
+    """A sink connector's consumer group when overridden (`consumer.override.group.id`);
+    default `connect-<name>`."""
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.url and not self.conn:
+            raise ValueError("connector: give 'url' (the Connect REST API) or 'conn' (an "
+                             "Airflow HTTP connection)")
+
+    @property
+    def consumer_group(self) -> str:
+        """The sink connector's consumer group."""
+        return self.group or f"connect-{self.name}"
+
+
 class SqlTier(_Strict):
     name: str
     """The tier's name, unique in the flow: it names the tier in hops, findings and id files."""
     type: Literal["sql"]
     """sql: a table read through SQLAlchemy (staging) and JDBC (Spark)."""
     tolerance: Tolerance | None = None  # for the hop into this tier (else the flow's)
+    connector: Connector | None = None
+    """The sink connector that loads this tier from the topic before it (Kafka Connect)."""
     conn: str = Field(description="Airflow connection id or SQLAlchemy URL")
     ids: str | None = None
     """A query returning `id` and `event_time` for the window, using :start and :end: the tier is
@@ -277,6 +313,8 @@ class TableTier(_Strict):
     type: Literal["table"]
     """table: an Iceberg or Delta table, or Parquet files, read by Spark."""
     tolerance: Tolerance | None = None  # for the hop into this tier (else the flow's)
+    connector: Connector | None = None
+    """The sink connector that loads this table from the topic before it (Kafka Connect)."""
     format: TableFormat
     """iceberg (a table of a catalog), delta (a table's path), parquet (a path or glob)."""
     table: str = Field(min_length=1)
@@ -390,6 +428,8 @@ class KafkaTier(_Strict):
     drops: Drops | None = None
     """via: process only: the records of the topic before that the processor drops on purpose
     (`filtered`, not lost)."""
+    connector: Connector | None = None
+    """The source connector that writes this topic (Kafka Connect: Debezium, ...)."""
 
     @field_validator("topic")
     @classmethod
@@ -597,6 +637,16 @@ class Flow(_Strict):
             if not fed and isinstance(t, KafkaTier) and t.via is not None:
                 raise ValueError(f"tier '{t.name}': 'via' names the hop from a topic tier "
                                  "right before it, and there is none")
+        for before, t in zip([None, *tiers], tiers, strict=False):
+            c = getattr(t, "connector", None)
+            if c is None or isinstance(t, KafkaTier):
+                if c is not None and c.dead_letter_topic:
+                    raise ValueError(f"tier '{t.name}': a source connector has no dead-letter "
+                                     "queue to read (dead_letter_topic is a sink's)")
+                continue
+            if not isinstance(before, KafkaTier):
+                raise ValueError(f"tier '{t.name}': its connector is a sink connector, which "
+                                 "loads the topic tier right before it, and there is none")
         if isinstance(tiers[0], KafkaTier) and tiers[0].via is not None:
             raise ValueError(f"tier '{tiers[0].name}': 'via' names the hop from a topic tier "
                              "right before it, and there is none")
@@ -668,6 +718,17 @@ class Flow(_Strict):
     def record_of(self, tier: KafkaTier) -> RecordSpec:
         """Where a topic's records keep their id and time: its own `record`, else the flow's."""
         return tier.record or self.record
+
+    @property
+    def connectors(self) -> dict[str, Connector]:
+        """Each tier's connector, by tier name (sources on topics, sinks after them)."""
+        return {t.name: c for t in self.tiers
+                if (c := getattr(t, "connector", None)) is not None}
+
+    def sink_connector(self, tier_name: str) -> Connector | None:
+        """The sink connector loading a SQL or table tier, if declared."""
+        t = next((t for t in self.tiers if t.name == tier_name), None)
+        return t.connector if isinstance(t, SqlTier | TableTier) else None
 
     def drops_after(self, tier: KafkaTier) -> Drops | None:
         """What the processor reading this topic drops on purpose (the next tier's `drops`)."""

@@ -29,6 +29,7 @@ from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
 from kafka_recon.errors import CannotRun, SourceUnreadable, StepFailed, UsageError, one_line
 from kafka_recon.result.model import Result, inconclusive
 from kafka_recon.runfiles.audit import Audit
+from kafka_recon.runfiles.connectors import Connectors
 from kafka_recon.runfiles.flight import Flight
 from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
 from kafka_recon.runfiles.repair import RepairDelivery, RepairPlan
@@ -215,7 +216,15 @@ def stage_topic(run: Run) -> None:
         preflight.check(ep, tier.topic, tier.consumer_groups)
         for more in run.flow.kafka_tiers[1:]:
             preflight.check(endpoint(more), more.topic, more.consumer_groups)
-        run.folder.write(audit_flow(run.flow, run.config_dir, ep))
+        # each connector as its Connect cluster shows it (one that does not answer is kept
+        # as such: a cause says so, the run goes on); the audit reads their configs
+        connectors = None
+        if run.flow.connectors:
+            from kafka_recon.sources.connect import snapshots
+
+            connectors = snapshots(run.flow)
+            run.folder.write(connectors)
+        run.folder.write(audit_flow(run.flow, run.config_dir, ep, connectors))
         run.folder.write(flight_over(run.flow, run.window))
 
 
@@ -291,7 +300,8 @@ def reconcile(run: Run, spark: SparkSession,
         replays = run.folder.read(Replays, "replay")
         staged = run.folder.read(Stage, "stage")
         aggregates = reconcile_step.run(spark, run.flow, run.window, run.folder, staged,
-                                        replays, topic_records)
+                                        replays, topic_records,
+                                        run.folder.read_if(Connectors))
         run.folder.write(aggregates)
         if replays.uncounted():
             # the topic's distinct ids, as its one grouping by id counted them (the replay
@@ -302,7 +312,8 @@ def reconcile(run: Run, spark: SparkSession,
         result = build_result(run.flow, run.window, aggregates, replays,
                               stage_reasons=staged.reasons, out=str(run.out),
                               audit=run.folder.read_if(Audit),
-                              flight=run.folder.read_if(Flight))
+                              flight=run.folder.read_if(Flight),
+                              connectors=run.folder.read_if(Connectors))
         run.folder.write(result)
     return result
 

@@ -47,6 +47,7 @@ FILES: dict[str, str] = {
     "stage": "stage.json",
     "audit": "audit.json",
     "flight": "flight.json",
+    "connectors": "connectors.json",
     "timings": "timings.json",
     "replays": "replays.json",
     "replay_records": "replays",     # replays/<tier>/r<n>/ (Parquet)
@@ -65,12 +66,14 @@ FILES: dict[str, str] = {
     "repair_delivery": "repair/delivery.json",
 }
 # the id files, one folder per kind
-ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable")
+ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentifiable",
+            "dead_lettered")
 
 # the steps of a run, in order, and what each writes
 STEPS: dict[str, tuple[str, ...]] = {
     # the run's timings start with it: a failed re-run never shows the last run's
-    "stage": tuple(FILES[k] for k in ("staged", "stage", "audit", "flight", "timings")),
+    "stage": tuple(FILES[k] for k in ("staged", "stage", "audit", "flight", "connectors",
+                                      "timings")),
     "replay": tuple(FILES[k] for k in ("replay_records", "replays")),
     # a repair plan stays beside the result a re-run makes: the report then shows the window
     # before (the plan) and after its repair; the plan, made of another result, no longer

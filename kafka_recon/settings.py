@@ -511,6 +511,22 @@ def mirror_classpath() -> str:
     return os.pathsep.join(str(j) for j in _jar_list("mirror"))
 
 
+def connect_classpath() -> str:
+    """Classpath of a Kafka Connect distributed worker (the connector scenarios' tests and
+    drill); its connectors are plugins under `<jars>/connect-plugins/`."""
+    return os.pathsep.join(str(j) for j in _jar_list("connect"))
+
+
+def connect_plugins() -> Path:
+    """Kafka Connect's plugin.path: one folder per connector plugin (Debezium's PostgreSQL
+    source, from `make jars`)."""
+    folder = jars_dir() / "connect-plugins"
+    if not any(folder.glob("*/*.jar")):
+        raise MissingJarsError(f"no connector plugins in {folder}: run `make jars` (profile "
+                               "'debezium'), or set KAFKA_RECON_JARS")
+    return folder
+
+
 def flume_classpath() -> str:
     """Classpath of the Apache Flume agent (the drill's S10)."""
     return os.pathsep.join(str(j) for j in _jar_list("flume"))

@@ -33,12 +33,13 @@ def pg_bin(tool: str) -> str:
 
 class PostgresServer(Service):
     def __init__(self, base_dir: Path | str, port: int | None = None, host: str = HOST,
-                 tls: bool = False) -> None:
+                 tls: bool = False, logical: bool = False) -> None:
         """`host`: the address it listens on (loopback; a lab's bridge address, whose /24 is
-        then trusted too, for hosts in network namespaces: harness.services.lab). `tls`: a
+        then trusted too, for hosts in network namespaces: harness.services.lab). `logical`:
+        `wal_level=logical`, for a change data capture (Debezium's pgoutput). `tls`: a
         self-signed certificate (`ca` is its file), and every TCP connection without TLS
         refused, so a client that does not ask for TLS fails."""
-        self.host, self.tls = host, tls
+        self.host, self.tls, self.logical = host, tls, logical
         self.base_dir = Path(base_dir).resolve()
         self.data = self.base_dir / "data"
         self.port = ensure_free(port, "postgresql") if port else free_port()
@@ -76,7 +77,8 @@ class PostgresServer(Service):
         self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.base_dir / "log"),
                    "-w", "-t", "60", "start", "-o",
                    f"-p {self.port} -k {self.base_dir} -c listen_addresses={self.host} "
-                   "-c fsync=off"])
+                   "-c fsync=off" + (" -c wal_level=logical -c max_replication_slots=10"
+                                     " -c max_wal_senders=10" if self.logical else "")])
         wait_open(self.port, 30, "postgresql", self.host)
         return self
 

@@ -19,6 +19,7 @@ from typing import Any
 from kafka_recon.config import ClientProps, Flow, KafkaTier
 from kafka_recon.errors import ConfigError
 from kafka_recon.runfiles.audit import Audit, Risk
+from kafka_recon.runfiles.connectors import Connectors, ConnectorSnapshot
 from kafka_recon.sources.kafka_client import KafkaEndpoint, endpoint
 from kafka_recon.sources.properties import read_properties
 from kafka_recon.sources.topic import GROUP_PREFIX, NO_COMMIT, TopicError
@@ -299,6 +300,8 @@ def _denied() -> tuple[int, ...]:
 # Where each rule's advice is documented, for the owner who reads the report: the setting's own
 # entry in Apache Kafka's documentation (MirrorMaker 2's for a mirror's)
 KAFKA_DOCS = "https://kafka.apache.org/documentation/"
+DEBEZIUM_POSTGRES_DOCS = ("https://debezium.io/documentation/reference/stable/connectors/"
+                          "postgresql.html")
 DOCS = {
     "P1-acks": "#producerconfigs_acks",
     "P2-idempotence": "#producerconfigs_enable.idempotence",
@@ -321,12 +324,21 @@ DOCS = {
     "M3-sync-topic-configs": "#georeplication",
     "M4-mirror-replication-factor": "#georeplication",
     "M5-offset-translation": "#georeplication",
+    # Kafka Connect's, and Debezium's own documentation for its connectors' settings
+    "K1-tolerance-without-dlq": "#sinkconnectconfigs_errors.tolerance",
+    "K2-dlq-without-context": "#sinkconnectconfigs_errors.deadletterqueue.context.headers.enable",
+    "K3-resnapshot": DEBEZIUM_POSTGRES_DOCS + "#postgresql-property-snapshot-mode",
+    "K4-no-heartbeat": DEBEZIUM_POSTGRES_DOCS + "#postgresql-property-heartbeat-interval-ms",
+    "K5-sink-auto-commit": "#connect_rest",
+    "K6-sink-reset-latest": "#consumerconfigs_auto.offset.reset",
+    "K7-task-failed": "#connect_rest",
 }
 
 
 def docs_of(rule: str) -> str:
     """The documentation a rule's advice comes from: a link the report shows beside it."""
-    return KAFKA_DOCS + DOCS[rule]
+    where = DOCS[rule]
+    return where if where.startswith("https://") else KAFKA_DOCS + where
 
 
 # a health finding that makes a run inconclusive: the window could not be read whole
@@ -492,10 +504,13 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
                  client_settings(tier.consumer, tier.consumer_properties, base), skipped)
 
 
-def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None) -> Audit:
+def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None,
+               connectors: Connectors | None = None) -> Audit:
     """Every topic's audit (`ep`: the first topic's endpoint, when the caller has one), each
-    risk tagged with its topic tier; a mirror's settings when its properties are given."""
-    out: list[Risk] = []
+    risk tagged with its topic tier; a mirror's settings when its properties are given; each
+    Kafka Connect connector's config and tasks, as `connectors` read them."""
+    out: list[Risk] = [r for c in (connectors.connectors if connectors else [])
+                       for r in audit_connector(c, flow)]
     for tier in flow.kafka_tiers:
         found = evaluate(gather_facts(tier, config_dir,
                                       ep=ep if tier is flow.topic_tier else None))
@@ -571,3 +586,85 @@ def audit_mirror(tier: KafkaTier, config_dir: Path) -> list[Risk]:
                  observed=observed,
                  recommended=recommended, why=why, fix=fix, blocking=False)
             for rule, sev, observed, recommended, why, fix in _mirror_rules(props, source, target)]
+
+
+# ------------------------------------------------------------------ Kafka Connect connectors
+def _connector_rules(c: ConnectorSnapshot) -> list[tuple[str, str, str, str, str, str]]:
+    """(rule, severity, observed, recommended, why, fix) for each risky connector setting."""
+    cfg, hits = c.config, []
+    if c.role == "sink":
+        if c.tolerance == "all" and not c.dead_letter_topic:
+            hits.append(("K1-tolerance-without-dlq", "high", "errors.tolerance=all, no "
+                         "errors.deadletterqueue.topic.name", "a dead-letter queue, or "
+                         "errors.tolerance=none",
+                         "The sink skips every record it cannot convert, transform or write, "
+                         "and keeps no copy: each is lost on the consume side, seen only in "
+                         "its log (errors.log.enable).",
+                         "Set errors.deadletterqueue.topic.name (and its context headers), or "
+                         "errors.tolerance=none so the task stops on a bad record."))
+        if c.dead_letter_topic and not c.context_headers:
+            hits.append(("K2-dlq-without-context", "medium",
+                         "errors.deadletterqueue.context.headers.enable=false",
+                         "errors.deadletterqueue.context.headers.enable=true",
+                         "Records in the dead-letter queue carry no error, original topic, "
+                         "partition or offset: nobody can tell why they failed.",
+                         "Set errors.deadletterqueue.context.headers.enable=true."))
+        if cfg.get("consumer.override.enable.auto.commit", "").lower() == "true":
+            hits.append(("K5-sink-auto-commit", "high",
+                         "consumer.override.enable.auto.commit=true",
+                         "no override (Connect commits after the task's flush)",
+                         "The sink's consumer commits offsets on a timer, whatever the task "
+                         "has written: a crash loses what was committed but not written.",
+                         "Remove consumer.override.enable.auto.commit."))
+        if cfg.get("consumer.override.auto.offset.reset", "").lower() == "latest":
+            hits.append(("K6-sink-reset-latest", "medium",
+                         "consumer.override.auto.offset.reset=latest",
+                         "auto.offset.reset=earliest (Connect's default for sinks)",
+                         "When the sink's group has no committed offset (new, expired or "
+                         "deleted), it starts at the end of the topic: every record before is "
+                         "skipped.", "Remove consumer.override.auto.offset.reset."))
+    debezium = cfg.get("connector.class", "").startswith("io.debezium.")
+    if c.role == "source" and debezium:
+        mode = cfg.get("snapshot.mode", "initial").lower()
+        if mode in ("always", "initial", "when_needed"):
+            hits.append(("K3-resnapshot", "medium" if mode == "always" else "low",
+                         f"snapshot.mode={mode}" + ("" if "snapshot.mode" in cfg
+                                                    else " (the default)"),
+                         "snapshot.mode=no_data once the first snapshot is done, or keep the "
+                         "offsets topic safe",
+                         "The connector snapshots every table again when its offsets are "
+                         "missing" + (" and at every start" if mode == "always" else "")
+                         + ": each row is written to the topic once more (write-side "
+                         "duplicates).",
+                         "Protect the Connect cluster's offset topic (replication, no manual "
+                         "deletes); make the sink idempotent (upsert by id)."))
+        if int(cfg.get("heartbeat.interval.ms", "0") or 0) <= 0:
+            hits.append(("K4-no-heartbeat", "low", "heartbeat.interval.ms=0 (no heartbeats)",
+                         "heartbeat.interval.ms=10000",
+                         "On quiet tables the connector commits no newer position: the "
+                         "replication slot holds back the database's WAL, and a restart "
+                         "re-reads changes already sent.",
+                         "Set heartbeat.interval.ms (and heartbeat.action.query for PostgreSQL "
+                         "databases whose other tables are busy)."))
+    for t in c.failed:
+        hits.append(("K7-task-failed", "high", t.said, "every task RUNNING",
+                     f"Connector '{c.name}' has stopped moving records: those after the "
+                     "offset it stopped at are not moved until it is restarted.",
+                     f"Read the trace, fix its cause, then restart the task "
+                     f"(POST /connectors/{c.name}/tasks/{max(t.id, 0)}/restart)."))
+    return hits
+
+
+def audit_connector(c: ConnectorSnapshot, flow: Flow) -> list[Risk]:
+    """The audit of one connector's config and tasks, on the hop it moves records along: a
+    source's into its topic (write side), a sink's out of the topic before it (consume)."""
+    names = [t.name for t in flow.tiers]
+    at = names.index(c.tier)
+    topic = flow.tiers[at - 1] if c.role == "sink" and at else flow.tiers[at]
+    where = f"connector '{c.name}' at {c.cluster}"
+    return [Risk(kind="health" if rule == "K7-task-failed" else "config_risk", rule=rule,
+                 side="consume" if c.role == "sink" else "write", severity=sev,
+                 seed="000,004", docs=docs_of(rule),
+                 topic=getattr(topic, "topic", None), where=where, observed=observed,
+                 recommended=recommended, why=why, fix=fix, blocking=False, tier=c.tier)
+            for rule, sev, observed, recommended, why, fix in _connector_rules(c)]

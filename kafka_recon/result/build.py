@@ -17,7 +17,15 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, TableTier, ToleranceKind
+from kafka_recon.config import (
+    Flow,
+    FlumeTier,
+    KafkaTier,
+    SqlTier,
+    TableTier,
+    Tolerance,
+    ToleranceKind,
+)
 from kafka_recon.result.causes import Evidence, classify
 from kafka_recon.result.model import (
     Bucket,
@@ -32,6 +40,7 @@ from kafka_recon.result.model import (
 )
 from kafka_recon.runfiles.aggregates import Aggregates, HopTally, RetentionSplit, TierTally
 from kafka_recon.runfiles.audit import Audit
+from kafka_recon.runfiles.connectors import Connectors
 from kafka_recon.runfiles.flight import Flight
 from kafka_recon.runfiles.replays import ReplayRun, Replays, TopicReplays
 from kafka_recon.sources.topic import PartitionRange, deleted_before_consumed, retention_cut
@@ -84,6 +93,7 @@ class Inputs:
     flight: Flight
     out: str | None
     reasons: list[str] = field(default_factory=list)
+    connectors: Connectors = field(default_factory=Connectors)
 
     @property
     def names(self) -> list[str]:
@@ -104,17 +114,20 @@ class Inputs:
             audit=self.audit.of_tier(t.tier, self.flow.topic_tier.name),
             flight=self.flight.of(t.tier), restarts=restarts,
             tables={x.name: x.format for x in self.flow.table_tiers},
-            writers={x.name: x.writers for x in self.aggregates.tiers if x.writers})
+            writers={x.name: x.writers for x in self.aggregates.tiers if x.writers},
+            connectors={c.tier: c for c in self.connectors.connectors},
+            topic_name=next(k.topic for k in self.flow.kafka_tiers if k.name == t.tier))
             for t in self.replayed.topics}
 
 
 def build_result(flow: Flow, window: Window, aggregates: Aggregates, replayed: Replays,
                  stage_reasons: list[str] | None = None, now: datetime | None = None,
                  out: str | None = None, audit: Audit | None = None,
-                 flight: Flight | None = None) -> Result:
+                 flight: Flight | None = None, connectors: Connectors | None = None
+                 ) -> Result:
     """The result of a run: `replayed` is each topic's replays, in the flow's order."""
     x = Inputs(flow, window, aggregates, replayed, audit or Audit(), flight or Flight(), out,
-               list(stage_reasons or []))
+               list(stage_reasons or []), connectors or Connectors())
     several = len(replayed.topics) > 1
     findings = [f for t in aggregates.tiers for f in tier_findings(x, t)]
     withdrawn, lost_to_retention = retention_findings(x)
@@ -175,6 +188,11 @@ def hop_of(x: Inputs, h: HopTally) -> Hop:
         # dropped on purpose by the processor
         **({"filtered": h.filtered, "filtered_ids": _rel(h.filtered_ids, x.out)}
            if h.filtered is not None else {}),
+        # routed to a sink connector's dead-letter queue
+        **({"dead_lettered": h.dead_lettered,
+            "dead_lettered_ids": _rel(h.dead_lettered_ids, x.out),
+            "dead_letter_topic": h.dead_letters.topic if h.dead_letters else None}
+           if h.dead_lettered is not None else {}),
         # a counted loss whose ids the id tiers around it name
         **({"ids_between": h.ids_between} if h.ids_between else {})})
 
@@ -213,6 +231,31 @@ def hop_findings(x: Inputs, h: HopTally, ev: Evidence) -> list[Finding]:
                         buckets=_nonzero(getattr(h.buckets, key)),
                         within_tolerance=count <= allowed, allowed=allowed)
         out.append(found.model_copy(update={"cause": classify(found, h, ev)}))
+    return out + dead_letter_findings(x, h, tolerance)
+
+
+def dead_letter_findings(x: Inputs, h: HopTally, tolerance: Tolerance) -> list[Finding]:
+    """A hop into a sink connector: the records it routed to its dead-letter queue (their own
+    kind, failing the window beyond `tolerance.dead_lettered`), and the queue's records of the
+    window whose id cannot be read."""
+    from kafka_recon.result.causes import dead_letter_cause, unreadable_dead_letters
+
+    q = h.dead_letters
+    if q is None:
+        return []
+    out = []
+    if h.dead_lettered:
+        allowed = tolerance.allowed("dead_lettered", h.expected)
+        out.append(Finding(kind="dead_lettered", side=h.side, hop=h.name, count=h.dead_lettered,
+                           ids=_rel(h.dead_lettered_ids, x.out), topic=q.topic,
+                           buckets=_nonzero(h.buckets.dead_lettered or {}),
+                           within_tolerance=h.dead_lettered <= allowed, allowed=allowed,
+                           cause=dead_letter_cause(q, h.dead_lettered)))
+    if q.unidentifiable:
+        out.append(Finding(kind="unidentifiable", side=h.side, hop=h.name,
+                           count=q.unidentifiable, ids=_rel(q.unidentifiable_file, x.out),
+                           topic=q.topic, within_tolerance=False,
+                           cause=unreadable_dead_letters(q)))
     return out
 
 

@@ -16,13 +16,14 @@ flight recorder's timeline and the audit's rows in, causes out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
 from kafka_recon.result.model import Cause, Finding
 from kafka_recon.runfiles.aggregates import (
     CounterGap,
+    DeadLetters,
     HopTally,
     OffsetRun,
     PartitionSpan,
@@ -32,6 +33,7 @@ from kafka_recon.runfiles.aggregates import (
     StreamWriter,
 )
 from kafka_recon.runfiles.audit import Risk
+from kafka_recon.runfiles.connectors import ConnectorSnapshot
 from kafka_recon.runfiles.flight import Member, PartitionEvent, Timeline
 from kafka_recon.sources.topic import NO_COMMIT
 from kafka_recon.window import parse_instant
@@ -56,6 +58,8 @@ class Evidence:
     restarts: dict[str, int] = field(default_factory=dict)          # Flume point -> restarts
     tables: dict[str, str] = field(default_factory=dict)            # table tier -> its format
     writers: dict[str, list[StreamWriter]] = field(default_factory=dict)  # a table's queries
+    connectors: dict[str, ConnectorSnapshot] = field(default_factory=dict)  # by tier
+    topic_name: str = ""                             # the topic tier's Kafka topic
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,19 @@ CAUSES: dict[str, Known] = {
         "000,004", "Keep the source topic's retention.ms above the mirror's or processor's "
                    "worst lag; a processor must produce its output before it commits its "
                    "input (or use transactions)."),
+    "dead_letter_queue": Known(
+        "004", "Fix what the error names (the records' content, the sink table's constraints "
+               "or types), then re-deliver the dead-lettered records (kafka-recon repair, or "
+               "the queue re-processed into the sink)."),
+    "skipped_by_error_tolerance": Known(
+        "004", "Give the sink connector a dead-letter queue "
+               "(errors.deadletterqueue.topic.name, with context headers), or set "
+               "errors.tolerance=none so it stops on a record it cannot write; then "
+               "re-deliver the lost records."),
+    "connector_task_failed": Known(
+        "004", "Fix what the task's trace names, then restart the task (POST "
+               "/connectors/<name>/tasks/<id>/restart): it resumes at its committed offset, "
+               "and the window's records arrive late, not lost; reconcile the window again."),
     "unknown": Known("004", "Confirm the loss (re-run the window), find its hop in the "
                             "report, then check that hop's clients and the brokers' logs for "
                             "the window."),
@@ -548,6 +565,85 @@ def flume_loss(hop: str, ev: Evidence, gap: CounterGap | None = None) -> Cause:
                              "missing: the agent's ChannelSize at the window's end"])
 
 
+def dead_letter_cause(q: DeadLetters, records: int) -> Cause:
+    """Why records were dead-lettered: the errors their context headers name."""
+    errors = [f"{e.records} record(s): {e.error or 'an unnamed error'}"
+              + (f": {e.message}" if e.message else "") for e in q.errors[:5]]
+    if not q.context_headers or not q.errors or all(e.error is None for e in q.errors):
+        return cause("dead_letter_queue",
+                     f"sink connector '{q.connector}' routed {records} record(s) to its "
+                     f"dead-letter queue '{q.topic}'; the records carry no error headers, so "
+                     "why is not known", "possible",
+                     [f"{records} missing id(s) found in '{q.topic}'",
+                      "missing: errors.deadletterqueue.context.headers.enable=true (the error, "
+                      "original topic, partition and offset of each record)"])
+    top = q.errors[0]
+    return cause("dead_letter_queue",
+                 f"sink connector '{q.connector}' could not write them and routed them to its "
+                 f"dead-letter queue '{q.topic}' ({top.error}"
+                 + (f": {top.message}" if top.message else "") + ")", "likely",
+                 [f"{records} missing id(s) found in '{q.topic}', with their errors"] + errors)
+
+
+def unreadable_dead_letters(q: DeadLetters) -> Cause:
+    return cause("dead_letter_queue",
+                 f"{q.unidentifiable} record(s) of the window in dead-letter queue '{q.topic}' "
+                 "have no readable id: whether they are the window's lost records is not known",
+                 "possible", ["their queue partitions and offsets are in the id file"])
+
+
+def _where_stopped(snap: ConnectorSnapshot, topic: str) -> dict[int, int]:
+    return snap.sink_offsets().get(topic, {})
+
+
+def connector_loss(runs: Runs | None, ev: Evidence, snap: ConnectorSnapshot) -> Cause:
+    """A consume-side loss into a sink connector's tier, from the connector's own evidence:
+    its cluster that did not answer, a FAILED task, or records skipped under
+    errors.tolerance=all with no dead-letter queue; else the commits of its group."""
+    if snap.error:
+        return cause("unknown", f"the sink connector '{snap.name}' could not be read, so its "
+                     "state, config and offsets are not known", "unknown",
+                     [snap.error, "missing: the connector's status, config and offsets"])
+    committed = _where_stopped(snap, ev.topic_name)
+    at = ", ".join(f"partition {p} at offset {o}"
+                   for p, o in sorted(committed.items())) or "no offsets"
+    relation = _relation(runs, committed) if runs and committed else None
+    failed = snap.failed
+    if failed:
+        t = failed[0]
+        trace = (t.trace or "").strip().splitlines()
+        return cause("connector_task_failed",
+                     f"sink connector '{snap.name}' has a FAILED task: it stopped at its "
+                     "committed offsets, and the records after them are not loaded until it "
+                     "is restarted", "likely" if relation in (None, "above") else "possible",
+                     [t.said, f"the connector committed {at}"]
+                     + ([f"the lost records sit at {_runs_text(runs)}"] if runs else [])
+                     + ([f"trace: {' | '.join(x.strip() for x in trace[1:3])}"]
+                        if len(trace) > 1 else []))
+    if snap.tolerance == "all" and not snap.dead_letter_topic:
+        evidence = ["the connector's config: errors.tolerance=all and no "
+                    "errors.deadletterqueue.topic.name",
+                    f"its tasks: {', '.join(t.said for t in snap.tasks) or 'none'}",
+                    f"the connector committed {at}"]
+        if runs:
+            evidence.append(f"the lost records sit at {_runs_text(runs)}"
+                            + (", below what it committed: it read them" if relation == "below"
+                               else ""))
+        if snap.config.get("errors.log.enable", "false").lower() == "true":
+            evidence.append("errors.log.enable=true: the worker's log names each record "
+                            "skipped")
+        return cause("skipped_by_error_tolerance",
+                     f"sink connector '{snap.name}' skipped records it could not write: "
+                     "errors.tolerance=all drops them, and with no dead-letter queue no copy "
+                     "is kept", "likely" if relation in (None, "below") else "possible",
+                     evidence)
+    group = f"connect-{snap.name}"
+    if committed and group not in ev.committed:
+        # the connector's own group, as its REST API shows it, for the commit rules
+        ev = replace(ev, committed={**ev.committed, group: committed})
+    return consume_loss(runs, ev)
+
+
 def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | None:
     """The cause of one loss, duplicate or unexpected finding (None for other kinds). A loss
     to retention is one whose `group` is the production group that never read the records."""
@@ -567,6 +663,9 @@ def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | No
         return consume_loss(hop.missing_runs if hop else None, ev)
     if side in ("replication", "process") and kind in ("loss", "duplicate"):
         return between_topics(kind, side, finding.hop, hop)
+    sink = ev.connectors.get(ends[-1])
+    if kind == "loss" and out_of_topic and sink is not None and sink.role == "sink":
+        return connector_loss(hop.missing_runs if hop else None, ev, sink)
     if kind == "loss" and out_of_topic:
         restart = _restarted(ev.writers.get(ends[-1]) or [])
         if restart is not None:

@@ -18,7 +18,7 @@ from kafka_recon.runfiles.base import Part, RunFile, Side
 
 Status = Literal["ok", "findings", "inconclusive"]
 Kind = Literal["loss", "duplicate", "unexpected", "late", "replay_unstable", "unidentifiable",
-               "config_risk", "health"]
+               "dead_lettered", "config_risk", "health"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ KINDS: dict[str, KindWords] = {
     "unidentifiable": KindWords("unidentifiable", "without a readable id", True),
     "replay_unstable": KindWords("in unstable replays",
                                  "read differently by replays of the same window", True),
+    "dead_lettered": KindWords("dead-lettered", "routed to a dead-letter queue (not lost, "
+                               "not loaded)", True),
     "late": KindWords("late (inside grace)", "late (arrived inside grace, not lost)", False),
     "config_risk": KindWords("at configuration risk", "at configuration risk", False, True),
     "health": KindWords("at health risk", "at health risk", False, True),
@@ -104,7 +106,8 @@ class Tier(_Model):
 
 
 class Hop(_Model):
-    _optional = frozenset({"ids_between", "filtered", "filtered_ids"})
+    _optional = frozenset({"ids_between", "filtered", "filtered_ids", "dead_lettered",
+                           "dead_lettered_ids", "dead_letter_topic"})
     from_: str = Field(alias="from")
     """The upstream counting point."""
     to: str
@@ -138,6 +141,13 @@ class Hop(_Model):
     `expected`, never loss)."""
     filtered_ids: str | None = None
     """The CSV of the filtered ids."""
+    dead_lettered: int | None = None
+    """Into a sink connector with a dead-letter queue: records the connector routed to the
+    queue (not in `missing`: not lost, not loaded)."""
+    dead_lettered_ids: str | None = None
+    """The CSV of the dead-lettered ids, each with its error and offsets."""
+    dead_letter_topic: str | None = None
+    """The dead-letter queue read."""
 
     @property
     def name(self) -> str:
@@ -186,8 +196,8 @@ class Finding(_Model):
                            "recommended", "why", "fix", "blocking", "cause", "group",
                            "offsets", "allowed"})
     kind: Kind
-    """loss, duplicate, unexpected, late, replay_unstable, unidentifiable, config_risk or
-    health."""
+    """loss, duplicate, unexpected, late, replay_unstable, unidentifiable, dead_lettered,
+    config_risk or health."""
     # the audit's fields (config_risk, health)
     rule: str | None = None
     """The audit's rule (config_risk, health)."""

@@ -5,6 +5,8 @@ and writes them; the steps take and return these models, never bare dictionaries
     stage.json, staged/<tier>.json   stage      what each SQL and Flume tier counted
     audit.json                       audit      the cluster's and clients' risks
     flight.json                      flight     the flight recorder's timeline per topic
+    connectors.json                  connectors each Kafka Connect connector's config, status
+                                                and offsets, as its REST API gave them
     replays.json                     replays    each topic's replays and offsets
     reconcile.json                   aggregates each point's and hop's counts, and evidence
     validation.json                  validation the Great Expectations suites' outcome

@@ -60,6 +60,7 @@ class HopBuckets(Part):
     expected: dict[str, int] = {}
     observed: dict[str, int] = {}
     filtered: dict[str, int] | None = None
+    dead_lettered: dict[str, int] | None = None
 
 
 class OffsetRun(Part):
@@ -114,6 +115,23 @@ class CounterGap(Part):
     passed_on_uncounted: dict[str, int]
 
 
+class DeadLetterError(Part):
+    """Dead-lettered records of one error, from the dead-letter queue's context headers."""
+    error: str | None             # the exception's class (null: no context headers)
+    message: str | None           # the first line of its message
+    records: int
+
+
+class DeadLetters(Part):
+    """A sink connector's dead-letter queue as the run read it for the window."""
+    topic: str
+    connector: str
+    context_headers: bool         # the records carry __connect.errors.* headers
+    unidentifiable: int = 0       # records of the window in the queue without a readable id
+    unidentifiable_file: str | None = None
+    errors: list[DeadLetterError] = []   # the dead-lettered ids' errors, most first
+
+
 class HopTally(Part):
     from_: str = Field(alias="from")
     to: str
@@ -130,6 +148,10 @@ class HopTally(Part):
     buckets: HopBuckets
     filtered: int | None = None           # a processor's declared drops
     filtered_ids: str | None = None
+    # into a sink connector's tier: missing ids its dead-letter queue holds (not lost)
+    dead_lettered: int | None = None
+    dead_lettered_ids: str | None = None
+    dead_letters: DeadLetters | None = None
     ids_between: list[str] | None = None  # a counted loss named by the id tiers around it
     counter_gap: CounterGap | None = None
     # the evidence of causes (kafka_recon.spark.evidence)

@@ -45,7 +45,8 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
 
 
 def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]],
-          dropping: frozenset[int] = frozenset()) -> DataFrame:
+          dropping: frozenset[int] = frozenset(), dead: dict[int, int] | None = None
+          ) -> DataFrame:
     """(id, kind, at, bucket, value): what each id counts for, read off its one compared row.
 
     `present` at tier i (value 1): the tier holds the id, in the bucket of its first event
@@ -57,6 +58,9 @@ def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]
       down, is `filtered` at k instead (bucket: up's);
     - `unexpected` at k: the down tier has it and no id tier in `before` (every id tier up to
       the hop's start) does: someone else wrote it (bucket: down's);
+    - `dead_lettered` at k, for a hop into a sink connector whose dead-letter queue is compared
+      in slot `dead[k]`: the up tier has it, the down tier lacks it and the queue holds it;
+      it is then not `missing` (bucket: up's);
     - `duplicate` at k, value the copies down holds beyond what up already had: a duplicate
       belongs to the tier where it first appears, so an id twice in the topic and twice in the
       sink is the topic's, not the sink's (bucket: down's).
@@ -82,6 +86,11 @@ def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]
             kept = n(up) - F.col(f"d{up}")
             cols += [mark((kept > 0) & (n(down) == 0), "missing", k, b(up)),
                      mark((n(up) > 0) & (kept == 0) & (n(down) == 0), "filtered", k, b(up))]
+        elif dead and k in dead:
+            q = dead[k]
+            cols += [mark((n(up) > 0) & (n(down) == 0) & (n(q) == 0), "missing", k, b(up)),
+                     mark((n(up) > 0) & (n(down) == 0) & (n(q) > 0), "dead_lettered", k,
+                          b(up))]
         else:
             cols.append(mark((n(up) > 0) & (n(down) == 0), "missing", k, b(up)))
         cols += [mark((n(down) > 0) & nowhere, "unexpected", k, b(down)),

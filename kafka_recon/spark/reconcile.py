@@ -29,12 +29,15 @@ from kafka_recon.config import Flow, KafkaTier, Point, SqlTier, TableTier
 from kafka_recon.runfiles.aggregates import (
     Aggregates,
     CounterGap,
+    DeadLetterError,
+    DeadLetters,
     HopBuckets,
     HopTally,
     PartitionSpan,
     RetentionSplit,
     TierTally,
 )
+from kafka_recon.runfiles.connectors import Connectors
 from kafka_recon.runfiles.replays import Replays, TopicReplays
 from kafka_recon.runfiles.stage import Stage
 from kafka_recon.runfolder import RunFolder
@@ -75,6 +78,20 @@ FINDING_KINDS = ("missing", "unexpected", "duplicate")
 
 
 @dataclass
+class DeadQueue:
+    """A sink connector's dead-letter queue, read for the window: its records are compared
+    with the ids missing on the hop into the sink (`slot`: its place after the id tiers in the
+    one comparison)."""
+
+    topic: str
+    connector: str
+    context_headers: bool
+    records: DataFrame        # identifiable, of the window, with their bucket and dlq_*
+    unreadable: DataFrame     # without a readable id or event time
+    slot: int = -1
+
+
+@dataclass
 class IdTiers:
     """The flow's id tiers as this run read them. A tier's place among the id tiers (`k`) is
     its slot; `slot` maps a point's index to it."""
@@ -85,6 +102,7 @@ class IdTiers:
     topics: dict[int, KafkaTier]       # the slots that are topics
     cached: list[DataFrame] = field(default_factory=list)  # unpersisted when the step ends
     tables: dict[int, TableRead] = field(default_factory=dict)  # a table slot: as read
+    dead: dict[int, DeadQueue] = field(default_factory=dict)  # a point: its sink's queue
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.cached.append(df.cache())
@@ -110,7 +128,8 @@ class Counts:
 
 
 def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, staged: Stage,
-        replays: Replays, topic_records: dict[str, DataFrame] | None = None) -> Aggregates:
+        replays: Replays, topic_records: dict[str, DataFrame] | None = None,
+        connectors: Connectors | None = None) -> Aggregates:
     """Count every point of the flow and compare each hop. Each topic's first-replay records
     are the replay step's (`topic_records`, by tier name, in memory) or, when the steps ran
     apart, read from their Parquet folders; the staged counts are the count-only points'.
@@ -122,6 +141,7 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, stag
     """
     ids = read_id_tiers(spark, flow, window, replays, topic_records)
     try:
+        read_dead_letters(spark, flow, window, ids, connectors)
         counts = count(flow, window, ids)
         files: list[IdFile] = []
         tiers = [tier_tally(flow, window, folder, staged, ids, counts, i, files)
@@ -174,6 +194,36 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
     return ids
 
 
+def read_dead_letters(spark: SparkSession, flow: Flow, window: Window, ids: IdTiers,
+                      connectors: Connectors | None) -> None:
+    """Each sink connector's dead-letter queue, when the sink and the topic before it are id
+    tiers and the queue is known (the connector's config, else the flow's
+    `dead_letter_topic`): its records of the window, cached, into `ids.dead`."""
+    from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.spark.deadletters import of_window, queue_records, read_queue
+
+    bucket_s = int(flow.bucket.total_seconds())
+    for i, point in enumerate(flow.points):
+        connector = flow.sink_connector(point.name)
+        before = flow.points[i - 1].tier if i else None
+        if connector is None or i not in ids.slot or i - 1 not in ids.slot \
+                or not isinstance(before, KafkaTier):
+            continue
+        snap = connectors.of(point.name) if connectors else None
+        topic = (snap.dead_letter_topic if snap else None) or connector.dead_letter_topic
+        if not topic:
+            continue
+        closes_at = replace(window, grace=flow.grace_of(before)).closes_at
+        raw = read_queue(spark, endpoint(before), topic,
+                         Window.millis(window.start - flow.disorder))
+        if raw is None:
+            continue
+        records = ids.keep(queue_records(raw, flow.record_of(before), before.topic))
+        found, unreadable = of_window(records, window.start, window.end, closes_at, bucket_s)
+        ids.dead[i] = DeadQueue(topic, connector.name,
+                                snap.context_headers if snap else False, found, unreadable)
+
+
 def _kept_records(topic: TopicReplays) -> str:
     path = topic.replays[0].path
     if path is None:
@@ -206,9 +256,16 @@ def count(flow: Flow, window: Window, ids: IdTiers) -> Counts:
     dropping = frozenset(k for k, t in ids.topics.items() if flow.drops_after(t) is not None)
     if not ids.records:
         return Counts(per_record, spans, {}, None, None, hop_at, dropping)
-    compared = ids.keep(compare(ids.records, collapse, dropping))
+    # each sink's dead-letter queue: compared after the id tiers, read by the hop into it
+    dead: dict[int, int] = {}
+    for j, (i, queue) in enumerate(sorted(ids.dead.items())):
+        queue.slot = len(ids.records) + j
+        if i - 1 in hop_at:
+            dead[hop_at[i - 1]] = queue.slot
+    queues = [q.records for _, q in sorted(ids.dead.items())]
+    compared = ids.keep(compare(ids.records + queues, collapse, dropping))
     per_id, findings = tally_keeping_findings(
-        marks(compared, len(ids.records), hop_specs, dropping))
+        marks(compared, len(ids.records), hop_specs, dropping, dead))
     ids.cached.append(findings)
     return Counts(per_record, spans, per_id, to_read(findings, per_id), compared, hop_at,
                   dropping)
@@ -301,11 +358,15 @@ def exact_hop(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts, i: in
     a, b = flow.points[i], flow.points[i + 1]
     k, stem = counts.hop_at[i], f"{a.name}__{b.name}"
     assert counts.findings is not None
-    kinds = [*FINDING_KINDS, *(["filtered"] if ids.slot[i] in counts.dropping else [])]
+    queue = ids.dead.get(i + 1)
+    kinds = [*FINDING_KINDS, *(["filtered"] if ids.slot[i] in counts.dropping else []),
+             *(["dead_lettered"] if queue is not None else [])]
     found = {kind: counts.findings.where((F.col("kind") == kind) & (F.col("at") == k))
              for kind in kinds}
     paths = {kind: folder.ids_file(kind, stem) for kind in kinds}
     for kind in kinds:
+        if kind == "dead_lettered":
+            continue  # with its errors and offsets, below
         rows = found[kind].withColumnRenamed("value", "extra") if kind == "duplicate" \
             else found[kind]
         columns = ["id", "extra"] if kind == "duplicate" else ["id"]
@@ -318,8 +379,9 @@ def exact_hop(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts, i: in
         # what the processor drops on purpose was never expected after it
         expected = {x: c - on_purpose.get(x, 0) for x, c in expected.items()
                     if c - on_purpose.get(x, 0)}
+    routed = counts.per_id.get(("dead_lettered", k), {}) if queue is not None else None
     buckets = HopBuckets(**{kind: counts.per_id.get((kind, k), {}) for kind in FINDING_KINDS},
-                         expected=expected, filtered=on_purpose,
+                         expected=expected, filtered=on_purpose, dead_lettered=routed,
                          observed=counts.per_id.get(("present", ids.slot[i + 1]), {}))
     hop = HopTally.model_validate({
         "from": a.name, "to": b.name, "side": flow.side_of(a.name), "exact": True,
@@ -329,7 +391,53 @@ def exact_hop(flow: Flow, folder: RunFolder, ids: IdTiers, counts: Counts, i: in
         **{f"{kind}_ids": str(paths[kind]) for kind in kinds},
         "buckets": buckets,
         **({"filtered": sum(on_purpose.values())} if on_purpose is not None else {})})
+    if queue is not None:
+        assert routed is not None
+        hop.dead_lettered = sum(routed.values())
+        hop.dead_lettered_ids = str(paths["dead_lettered"])
+        hop.dead_letters = dead_letters(folder, queue, found["dead_lettered"], stem, files,
+                                        empty=not hop.dead_lettered)
     return hop, found
+
+
+DEAD_LETTER_COLUMNS = ("id", "error", "message", "topic", "partition", "offset",
+                       "dlq_partition", "dlq_offset")
+
+
+def dead_letters(folder: RunFolder, queue: DeadQueue, routed: DataFrame, stem: str,
+                 files: list[IdFile], empty: bool) -> DeadLetters:
+    """A hop's dead-lettered ids, each with its error and where it was (the original topic's
+    partition and offset, and the queue's), into their id file; the queue's records of the
+    window without a readable id into theirs; and the errors counted (a few rows to the
+    driver)."""
+    first_line = F.substring_index(F.col("dlq_message"), "\n", 1)
+    detail = (routed.select("id").join(queue.records, "id")
+              .select("id", F.col("dlq_error").alias("error"), first_line.alias("message"),
+                      F.col("dlq_topic").alias("topic"),
+                      F.col("dlq_partition").alias("partition"),
+                      F.col("dlq_offset").alias("offset"),
+                      F.col("partition").alias("dlq_partition"),
+                      F.col("offset").alias("dlq_offset")))
+    cols = list(DEAD_LETTER_COLUMNS)
+    files.append(IdFile(folder.ids_file("dead_lettered", stem), tuple(cols),
+                        id_rows(detail, cols, "id", "dlq_partition", "dlq_offset"),
+                        one_task=True, empty=empty))
+    errors = [] if empty else [
+        DeadLetterError(error=r["error"], message=r["message"], records=int(r["n"]))
+        for r in detail.groupBy("id", "error", "message").agg(F.lit(1).alias("one"))
+        .groupBy("error", "message").agg(F.count("*").alias("n"))
+        .orderBy(F.desc("n")).limit(20).collect()]
+    out = DeadLetters(topic=queue.topic, connector=queue.connector,
+                      context_headers=queue.context_headers, errors=errors)
+    bad = queue.unreadable.count()
+    if bad:
+        target = folder.ids_file("unidentifiable", f"{stem}__dead_letters")
+        files.append(IdFile(target, ("partition", "offset", "reason", "error"),
+                            id_rows(queue.unreadable.withColumnRenamed("dlq_error", "error"),
+                                    ["partition", "offset", "reason", "error"], None,
+                                    "partition", "offset")))
+        out.unidentifiable, out.unidentifiable_file = bad, str(target)
+    return out
 
 
 def counted_hop(flow: Flow, a: Point, b: Point, ta: TierTally, tb: TierTally) -> HopTally:

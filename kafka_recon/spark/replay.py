@@ -140,9 +140,10 @@ def present(record: RecordSpec) -> Column:
 
 
 def _carried(raw: DataFrame) -> list[str]:
-    # the digest, when the replay asked for it, and whether the next processor drops the
-    # record go along with each record
-    return [c for c in ("digest", "dropped") if c in raw.columns]
+    # the digest, when the replay asked for it, whether the next processor drops the record,
+    # and a dead-letter queue's context headers go along with each record
+    return [c for c in ("digest", "dropped", "dlq_error", "dlq_message", "dlq_stage",
+                        "dlq_topic", "dlq_partition", "dlq_offset") if c in raw.columns]
 
 
 def _as_records(raw: DataFrame, rec_id: Column, when: Column, record: RecordSpec,

@@ -1,0 +1,200 @@
+"""A pipeline made of connectors, on Kafka Connect's own runtime: a Debezium PostgreSQL source
+captures a table into a topic, and sink connectors load the topic into two tables, one with a
+dead-letter queue and one that skips the records it cannot write (errors.tolerance=all).
+
+Real here: the broker (KRaft), PostgreSQL (Debian's, wal_level=logical), Kafka Connect's
+distributed worker (connect-runtime 4.2.1), Debezium's PostgreSQL connector 3.6.1.Final
+(pgoutput) and Spark. The sink connector is the harness's own (harness/connect/src: Maven
+Central serves no JDBC sink that runs here); what it is given to do, skip a record or route it
+to the dead-letter queue, and the queue's records and headers, are Connect's.
+
+The poison records are rows whose `customer` is null: the source table allows it, the sink
+tables do not (NOT NULL), so the database refuses them and the sink reports them to Connect's
+errant record reporter, as the common JDBC sinks do.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.services.connect import ConnectWorker, debezium_postgres, sql_sink
+from harness.services.kafka import KafkaCluster
+from kafka_recon import orchestrate
+
+pytestmark = pytest.mark.integration
+
+ROWS = 60
+POISON = {13, 29, 47}          # customer null: refused by both sinks
+SINK_TABLE = ("(id bigint, event_time timestamptz not null, customer text not null, "
+              "amount int)")
+
+
+class Pipeline:
+    def __init__(self, kafka: KafkaCluster, pg: Any, worker: ConnectWorker, db: str,
+                 base: Path) -> None:
+        self.kafka, self.pg, self.worker, self.db, self.base = kafka, pg, worker, db, base
+        self.url = pg.url(db)
+        self.jdbc = f"jdbc:postgresql://{pg.host}:{pg.port}/{db}?user={pg.user}"
+
+    def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
+        import psycopg2
+
+        with psycopg2.connect(self.url) as c, c.cursor() as cur:
+            cur.execute(query, args)
+            return cur.fetchall() if cur.description else []
+
+    def wait_rows(self, table: str, rows: int, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.sql(f"select count(*) from {table}")[0][0] >= rows:  # noqa: S608
+                return
+            time.sleep(1)
+        raise AssertionError(f"{table}: fewer than {rows} rows after {timeout}s; Connect's "
+                             f"log ends:\n{self.worker.log_tail()}")
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka: KafkaCluster) -> Iterator[Pipeline]:
+    from harness.services.postgres import PostgresServer
+
+    base = Path(tempfile.mkdtemp(prefix="kafka-recon-connect-"))
+    # its own folder: the server runs as the postgres user, who cannot enter `base` (0700)
+    pg_base = Path(tempfile.mkdtemp(prefix="kafka-recon-connect-pg-"))
+    pg = PostgresServer(pg_base, logical=True).start()
+    worker = None
+    try:
+        pg.create_database("shop")
+        worker = ConnectWorker(base / "connect", kafka.bootstrap).start()
+        p = Pipeline(kafka, pg, worker, "shop", base)
+        p.sql("create table orders (id bigint primary key, event_time timestamptz not null, "
+              "customer text, amount int)")
+        p.sql(f"create table warehouse {SINK_TABLE}")
+        p.sql(f"create table mart {SINK_TABLE}")
+        worker.put_connector("shop-cdc", debezium_postgres(pg, "shop", "shop", "public.orders"))
+        worker.wait_running("shop-cdc")
+        topic = "shop.public.orders"
+        worker.put_connector("load-warehouse", sql_sink(
+            p.jdbc, "warehouse", topic, "id,event_time,customer,amount", envelope="debezium",
+            **{"errors.tolerance": "all",
+               "errors.deadletterqueue.topic.name": "warehouse.dlq",
+               "errors.deadletterqueue.topic.replication.factor": 1,
+               "errors.deadletterqueue.context.headers.enable": "true"}))
+        worker.put_connector("load-mart", sql_sink(
+            p.jdbc, "mart", topic, "id,event_time,customer,amount", envelope="debezium",
+            **{"errors.tolerance": "all", "errors.log.enable": "true"}))
+        worker.wait_running("load-warehouse")
+        worker.wait_running("load-mart")
+        yield p
+    finally:
+        if worker is not None:
+            worker.stop()
+        pg.stop()
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(pg_base, ignore_errors=True)
+
+
+def _config(p: Pipeline, tmp: Path) -> Path:
+    connect = p.worker.url
+    ids = "select id, event_time from {t} where event_time >= :start and event_time < :end"
+    flows = ""
+    for flow, table, connector in (("warehouse_flow", "warehouse", "load-warehouse"),
+                                   ("mart_flow", "mart", "load-mart")):
+        flows += f"""
+  {flow}:
+    owners: [data-platform@example.com]
+    grace: 15s
+    disorder: 5s
+    replays: 1
+    record: {{id: "$.id", event_time: "$.event_time", envelope: debezium}}
+    tiers:
+      - name: orders
+        type: sql
+        conn: "{p.url}"
+        ids: "{ids.format(t='orders')}"
+      - name: cdc
+        type: kafka
+        bootstrap: "{p.kafka.bootstrap}"
+        topic: shop.public.orders
+        connector: {{name: shop-cdc, url: "{connect}"}}
+      - name: {table}
+        type: sql
+        conn: "{p.url}"
+        ids: "{ids.format(t=table)}"
+        connector: {{name: {connector}, url: "{connect}"}}
+"""
+    path = tmp / "flows.yaml"
+    path.write_text("flows:" + flows)
+    return path
+
+
+def _ids(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_connector_pipeline_reports_dead_lettered_ids_apart_from_records_skipped(
+        pipeline: Pipeline, spark: Any, tmp_path: Path) -> None:
+    p = pipeline
+    t0 = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    for i in range(1, ROWS + 1):
+        p.sql("insert into orders values (%s, %s, %s, %s)", i,
+              t0 + timedelta(milliseconds=100 * i), None if i in POISON else f"c{i}", i)
+    p.wait_rows("warehouse", ROWS - len(POISON))
+    p.wait_rows("mart", ROWS - len(POISON))
+    end = t0 + timedelta(seconds=10)
+    config = _config(p, tmp_path)
+    # the window closes 15 s (grace) after its end
+    time.sleep(max(0.0, (end + timedelta(seconds=16) - datetime.now(UTC)).total_seconds()))
+
+    results = {}
+    for flow in ("warehouse_flow", "mart_flow"):
+        run = orchestrate.load(flow, t0.isoformat(), end.isoformat(), config,
+                               tmp_path / flow)
+        results[flow] = (run, orchestrate.execute(run, spark, with_report=False))
+
+    # the sink with a dead-letter queue: the poison records are dead-lettered, not lost
+    run, r = results["warehouse_flow"]
+    assert r.status == "findings", r.verdict()
+    kinds = {(f.kind, f.hop): f for f in r.record_findings}
+    assert set(kinds) == {("dead_lettered", "cdc->warehouse")}, r.verdict()
+    dead = kinds[("dead_lettered", "cdc->warehouse")]
+    assert dead.count == len(POISON) and dead.side == "consume" and dead.topic == "warehouse.dlq"
+    hop = next(h for h in r.hops if h.name == "cdc->warehouse")
+    assert (hop.missing, hop.dead_lettered, hop.expected) == (0, 3, ROWS)
+    rows = _ids(run.folder.path / str(dead.ids))
+    assert sorted(int(x["id"]) for x in rows) == sorted(POISON)
+    assert {x["error"] for x in rows} == {"org.postgresql.util.PSQLException"}
+    assert all("not-null constraint" in x["message"] and x["topic"] == "shop.public.orders"
+               and x["offset"].isdigit() for x in rows)
+    assert dead.cause is not None and not isinstance(dead.cause, str)
+    assert dead.cause.code == "dead_letter_queue" and dead.cause.confidence == "likely"
+    assert "PSQLException" in dead.cause.summary
+    assert not dead.within_tolerance  # dead-lettered records fail the window by default
+    assert r.subject().startswith("FINDINGS warehouse_flow: 3 dead-lettered")
+    # the snapshots and the audit: the topic's source connector and both ends' configs
+    snaps = (run.folder.path / "connectors.json").read_text()
+    assert '"load-warehouse"' in snaps and '"shop-cdc"' in snaps and "RUNNING" in snaps
+    rules = {f.rule for f in r.risks}
+    assert {"K3-resnapshot", "K4-no-heartbeat"} <= rules and "K1-tolerance-without-dlq" \
+        not in rules
+
+    # the sink that skips: the same records are lost on the consume side, and why
+    run, r = results["mart_flow"]
+    kinds = {(f.kind, f.hop): f for f in r.record_findings}
+    assert set(kinds) == {("loss", "cdc->mart")}, r.verdict()
+    lost = kinds[("loss", "cdc->mart")]
+    assert lost.count == len(POISON) and lost.side == "consume"
+    assert sorted(int(x["id"]) for x in _ids(run.folder.path / str(lost.ids))) == sorted(POISON)
+    assert lost.cause is not None and not isinstance(lost.cause, str)
+    assert lost.cause.code == "skipped_by_error_tolerance", lost.cause
+    assert lost.cause.confidence == "likely"
+    assert "K1-tolerance-without-dlq" in {f.rule for f in r.risks}
