@@ -92,6 +92,11 @@ class TopicError(SourceUnreadable):
     """The Kafka cluster or topic could not be read."""
 
 
+class ConnectorFailed(ReconError):
+    """A Kafka Connect connector a flow names is FAILED, or has a FAILED task (`check`), or
+    its Connect cluster does not answer."""
+
+
 class SparkUnavailable(ReconError):
     """The Spark Connect server a run was sent to cannot be reached, or is not set up as
     kafka-recon needs (its JVMs off UTC): the step fails and the run is inconclusive."""

@@ -4,7 +4,8 @@ For the flow config it validates every flow and every field (one line per error)
 flow it resolves every connection (Airflow's or AIRFLOW_CONN_*), runs the preflight a run runs
 (the cluster reached and authenticated, every ACL a run needs, the schema registry answering)
 and reads what the run would read over the last closed window: each topic's partitions, their
-offsets and the window's records, each SQL tier's rows, each Flume agent's counters. A flow
+offsets and the window's records, each SQL tier's rows, each Flume agent's counters, each
+Kafka Connect connector's state and its tasks' (a FAILED one is an error). A flow
 could run when nothing failed; the command exits 0 only if every flow could, and kafka-recon's
 own databases (the store, the snapshot store) answer.
 """
@@ -157,7 +158,31 @@ def check_flow(flow: Flow, window: Window | None = None) -> FlowCheck:
     out = FlowCheck(flow.name, window)
     for tier in flow.tiers:
         _attempt(out, tier.name, partial(_tier, flow, tier, window))
+    for name in flow.connectors:
+        _attempt(out, name, partial(_connector, flow, name))
     return out
+
+
+def _connector(flow: Flow, tier_name: str) -> list[str]:
+    """A connector's state and every task's, from its Connect cluster's REST API: a FAILED
+    connector or task, or a cluster that does not answer, is an error naming it."""
+    from kafka_recon.errors import ConnectorFailed
+    from kafka_recon.sources.connect import snapshot
+
+    c = flow.connectors[tier_name]
+    source = any(t.name == tier_name for t in flow.kafka_tiers)
+    snap = snapshot(c, tier_name, "source" if source else "sink")
+    role = snap.role
+    what = f"{role} connector '{c.name}' at {snap.cluster}"
+    if snap.error:
+        raise ConnectorFailed(f"{what}: {snap.error}")
+    tasks = "; ".join(t.said for t in snap.tasks) or "no tasks"
+    if snap.failed:
+        raise ConnectorFailed(f"{what}: {snap.state}; {tasks}")
+    extra = f", dead-letter queue '{snap.dead_letter_topic}'" if snap.dead_letter_topic \
+        else (", errors.tolerance=all with no dead-letter queue" if snap.tolerance == "all"
+              else "")
+    return [f"{what}: {snap.state}; {tasks}{extra}"]
 
 
 def _tier(flow: Flow, tier: KafkaTier | SqlTier | FlumeTier | TableTier, window: Window

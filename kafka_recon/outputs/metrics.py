@@ -8,6 +8,8 @@ of that window (how stale "the newest reconciled window" is: an alert when the d
     kafka_recon_missing_records{flow,hop,side}      records missing on the hop, last window
     kafka_recon_duplicate_records{flow,hop,side}    extra copies
     kafka_recon_unexpected_records{flow,hop,side}   found with no upstream record
+    kafka_recon_dead_lettered_records{flow,hop,side}  routed to a sink connector's dead-letter
+                                                    queue (hops into such a sink only)
     kafka_recon_status{flow,status}                 1 for the last window's status, else 0
     kafka_recon_window_end_timestamp_seconds{flow}  the end of the newest reconciled window
     kafka_recon_window_age_seconds{flow}            now minus that end
@@ -100,12 +102,17 @@ class HistoryCollector:
         exceeded = GaugeMetricFamily("kafka_recon_tolerance_exceeded", "1 when the finding "
                                      "failed its tolerance in the newest reconciled window",
                                      labels=["flow", "hop", "side", "kind"])
+        dead = GaugeMetricFamily("kafka_recon_dead_lettered_records", "records a sink "
+                                 "connector routed to its dead-letter queue on the hop in the "
+                                 "newest reconciled window", labels=["flow", "hop", "side"])
         for f in shown(history.latest_findings(eng)):
             labels = [f["flow"], f["hop"], f["side"], f["kind"]]
+            if f["kind"] == "dead_lettered":
+                dead.add_metric(labels[:3], f["records"])
             if f["allowed"] is not None:
                 allowed.add_metric(labels, f["allowed"])
             exceeded.add_metric(labels, float(f["failed"]))
-        yield from (allowed, exceeded, *self._schedule(latest))
+        yield from (allowed, exceeded, dead, *self._schedule(latest))
         now = float(self._now())
         for r in latest:
             for s in STATUSES:

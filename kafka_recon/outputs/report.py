@@ -73,7 +73,10 @@ def id_files(result: Result) -> list[dict[str, Any]]:
                                   ("duplicate", h.duplicate_ids, h.duplicate),
                                   ("unexpected", h.unexpected_ids, h.unexpected),
                                   # declared drops: shown for audit, never a finding
-                                  ("filtered on purpose", h.filtered_ids, h.filtered or 0)):
+                                  ("filtered on purpose", h.filtered_ids, h.filtered or 0),
+                                  # routed to a sink connector's dead-letter queue
+                                  ("dead-lettered", h.dead_lettered_ids,
+                                   h.dead_lettered or 0)):
             if path and count:
                 files.append({"hop": h.name, "what": what, "path": path, "count": count})
     for f in result.findings:
@@ -82,8 +85,10 @@ def id_files(result: Result) -> list[dict[str, Any]]:
     return files
 
 
-def preview(path: Path | UPath, n: int = PREVIEW_IDS) -> list[str]:
-    """The first n rows of an id file, its columns joined (id, or id and extra copies)."""
+def preview(path: Path | UPath, n: int = PREVIEW_IDS, columns: int | None = None
+            ) -> list[str]:
+    """The first n rows of an id file, its first `columns` columns (all: None) joined (id, or
+    id and extra copies)."""
     import csv
 
     if not path.exists():
@@ -95,7 +100,7 @@ def preview(path: Path | UPath, n: int = PREVIEW_IDS) -> list[str]:
                 continue  # header
             if i > n:
                 break
-            rows.append(" ".join(row))
+            rows.append(" ".join(row[:columns]))
     return rows
 
 
@@ -150,7 +155,10 @@ def render_report(result: Result, folder: RunFolder,
     text_env = Environment(loader=PackageLoader("kafka_recon", "templates"), autoescape=False,
                            finalize=_nothing_for_none)
     risks = [f.as_json() for f in result.risks]
-    files = [{**f, "first": preview(folder.inside(f["path"]))} for f in id_files(result)]
+    # a dead-lettered id's file also holds its error and offsets: the preview shows the ids
+    files = [{**f, "first": preview(folder.inside(f["path"]),
+                                    columns=1 if f["what"] == "dead-lettered" else None)}
+             for f in id_files(result)]
     docs = validation.data_docs if validation else None
     plan = folder.read_if(RepairPlan)
     delivery = folder.read_if(RepairDelivery)

@@ -73,7 +73,10 @@ def _validate(result: Result, run_ctx: Path, tolerance: Tolerance, volume: Volum
              "expected_plus_unexpected": (h.expected or 0) + h.unexpected,
              "allowed_missing": allowed(h, "loss"),
              "allowed_duplicate": allowed(h, "duplicate"),
-             "allowed_unexpected": allowed(h, "unexpected")}
+             "allowed_unexpected": allowed(h, "unexpected"),
+             # routed to a sink connector's dead-letter queue (0 on every other hop)
+             "dead_lettered": h.dead_lettered or 0,
+             "allowed_dead_lettered": allowed(h, "dead_lettered")}
             for h in result.hops
         ]
     )
@@ -120,6 +123,8 @@ PAIR_WORDS = {
                                         "allowed",
     ("allowed_unexpected", "unexpected"): "{unexpected} unexpected records, "
                                           "{allowed_unexpected} allowed",
+    ("allowed_dead_lettered", "dead_lettered"): "{dead_lettered} records dead-lettered, "
+                                                "{allowed_dead_lettered} allowed",
     ("expected_plus_unexpected", "observed"): "{observed} records observed, more than the "
                                               "{expected} expected and {unexpected} unexpected "
                                               "together",

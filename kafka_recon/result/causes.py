@@ -577,12 +577,12 @@ def dead_letter_cause(q: DeadLetters, records: int) -> Cause:
                      [f"{records} missing id(s) found in '{q.topic}'",
                       "missing: errors.deadletterqueue.context.headers.enable=true (the error, "
                       "original topic, partition and offset of each record)"])
-    top = q.errors[0]
+    kinds = sorted({(e.error or "").rsplit(".", 1)[-1] for e in q.errors})
     return cause("dead_letter_queue",
                  f"sink connector '{q.connector}' could not write them and routed them to its "
-                 f"dead-letter queue '{q.topic}' ({top.error}"
-                 + (f": {top.message}" if top.message else "") + ")", "likely",
-                 [f"{records} missing id(s) found in '{q.topic}', with their errors"] + errors)
+                 f"dead-letter queue '{q.topic}' ({', '.join(kinds)})", "likely",
+                 [f"{records} missing id(s) found in '{q.topic}'"] + errors
+                 + ([f"and {len(q.errors) - 5} more error(s)"] if len(q.errors) > 5 else []))
 
 
 def unreadable_dead_letters(q: DeadLetters) -> Cause:

@@ -29,6 +29,7 @@ import pytest
 from harness.services.connect import ConnectWorker, debezium_postgres, sql_sink
 from harness.services.kafka import KafkaCluster
 from kafka_recon import orchestrate
+from tests.report_lines import meaningless
 
 pytestmark = pytest.mark.integration
 
@@ -38,12 +39,18 @@ SINK_TABLE = ("(id bigint, event_time timestamptz not null, customer text not nu
               "amount int)")
 
 
+TOPIC = "shop.public.orders"
+COLUMNS = "id,event_time,customer,amount"
+
+
 class Pipeline:
     def __init__(self, kafka: KafkaCluster, pg: Any, worker: ConnectWorker, db: str,
                  base: Path) -> None:
         self.kafka, self.pg, self.worker, self.db, self.base = kafka, pg, worker, db, base
         self.url = pg.url(db)
         self.jdbc = f"jdbc:postgresql://{pg.host}:{pg.port}/{db}?user={pg.user}"
+        # the window the rows were written in
+        self.start = self.end = datetime.now(UTC)
 
     def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
         import psycopg2
@@ -81,18 +88,29 @@ def pipeline(kafka: KafkaCluster) -> Iterator[Pipeline]:
         p.sql(f"create table mart {SINK_TABLE}")
         worker.put_connector("shop-cdc", debezium_postgres(pg, "shop", "shop", "public.orders"))
         worker.wait_running("shop-cdc")
-        topic = "shop.public.orders"
         worker.put_connector("load-warehouse", sql_sink(
-            p.jdbc, "warehouse", topic, "id,event_time,customer,amount", envelope="debezium",
+            p.jdbc, "warehouse", TOPIC, COLUMNS, envelope="debezium",
             **{"errors.tolerance": "all",
                "errors.deadletterqueue.topic.name": "warehouse.dlq",
                "errors.deadletterqueue.topic.replication.factor": 1,
                "errors.deadletterqueue.context.headers.enable": "true"}))
         worker.put_connector("load-mart", sql_sink(
-            p.jdbc, "mart", topic, "id,event_time,customer,amount", envelope="debezium",
+            p.jdbc, "mart", TOPIC, COLUMNS, envelope="debezium",
             **{"errors.tolerance": "all", "errors.log.enable": "true"}))
         worker.wait_running("load-warehouse")
         worker.wait_running("load-mart")
+        # the window's rows, captured live; both sinks load all but the poison
+        p.start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        for i in range(1, ROWS + 1):
+            p.sql("insert into orders values (%s, %s, %s, %s)", i,
+                  p.start + timedelta(milliseconds=100 * i), None if i in POISON else f"c{i}",
+                  i)
+        p.end = p.start + timedelta(seconds=10)
+        p.wait_rows("warehouse", ROWS - len(POISON))
+        p.wait_rows("mart", ROWS - len(POISON))
+        # the flows' window closes 15 s (their grace) after its end
+        time.sleep(max(0.0, (p.end + timedelta(seconds=16) - datetime.now(UTC))
+                       .total_seconds()))
         yield p
     finally:
         if worker is not None:
@@ -107,7 +125,8 @@ def _config(p: Pipeline, tmp: Path) -> Path:
     ids = "select id, event_time from {t} where event_time >= :start and event_time < :end"
     flows = ""
     for flow, table, connector in (("warehouse_flow", "warehouse", "load-warehouse"),
-                                   ("mart_flow", "mart", "load-mart")):
+                                   ("mart_flow", "mart", "load-mart"),
+                                   ("strict_flow", "strict", "load-strict")):
         flows += f"""
   {flow}:
     owners: [data-platform@example.com]
@@ -141,25 +160,17 @@ def _ids(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def _run(p: Pipeline, spark: Any, config: Path, flow: str, out: Path) -> tuple[Any, Any]:
+    run = orchestrate.load(flow, p.start.isoformat(), p.end.isoformat(), config, out)
+    return run, orchestrate.execute(run, spark, with_report=False)
+
+
 def test_a_connector_pipeline_reports_dead_lettered_ids_apart_from_records_skipped(
         pipeline: Pipeline, spark: Any, tmp_path: Path) -> None:
     p = pipeline
-    t0 = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
-    for i in range(1, ROWS + 1):
-        p.sql("insert into orders values (%s, %s, %s, %s)", i,
-              t0 + timedelta(milliseconds=100 * i), None if i in POISON else f"c{i}", i)
-    p.wait_rows("warehouse", ROWS - len(POISON))
-    p.wait_rows("mart", ROWS - len(POISON))
-    end = t0 + timedelta(seconds=10)
     config = _config(p, tmp_path)
-    # the window closes 15 s (grace) after its end
-    time.sleep(max(0.0, (end + timedelta(seconds=16) - datetime.now(UTC)).total_seconds()))
-
-    results = {}
-    for flow in ("warehouse_flow", "mart_flow"):
-        run = orchestrate.load(flow, t0.isoformat(), end.isoformat(), config,
-                               tmp_path / flow)
-        results[flow] = (run, orchestrate.execute(run, spark, with_report=False))
+    results = {flow: _run(p, spark, config, flow, tmp_path / flow)
+               for flow in ("warehouse_flow", "mart_flow")}
 
     # the sink with a dead-letter queue: the poison records are dead-lettered, not lost
     run, r = results["warehouse_flow"]
@@ -186,6 +197,16 @@ def test_a_connector_pipeline_reports_dead_lettered_ids_apart_from_records_skipp
     rules = {f.rule for f in r.risks}
     assert {"K3-resnapshot", "K4-no-heartbeat"} <= rules and "K1-tolerance-without-dlq" \
         not in rules
+    # the suite fails the window as the verdict does, and the report says what and why
+    validation = orchestrate.validate(run)
+    assert not validation.success
+    said = [f.words for s in validation.suites.values() for f in s.failed]
+    assert "cdc->warehouse: 3 records dead-lettered, 0 allowed" in said, said
+    orchestrate.report(run)
+    text = (run.folder.path / "report.txt").read_text()
+    assert "3 records routed to a dead-letter queue" in text and "PSQLException" in text
+    assert "dead-lettered at cdc->warehouse: 3 record(s)" in text, text
+    assert meaningless(run.folder.path) == []
 
     # the sink that skips: the same records are lost on the consume side, and why
     run, r = results["mart_flow"]
@@ -198,3 +219,42 @@ def test_a_connector_pipeline_reports_dead_lettered_ids_apart_from_records_skipp
     assert lost.cause.code == "skipped_by_error_tolerance", lost.cause
     assert lost.cause.confidence == "likely"
     assert "K1-tolerance-without-dlq" in {f.rule for f in r.risks}
+
+
+def test_check_names_a_failed_connector_task_and_a_loss_after_it_has_that_cause(
+        pipeline: Pipeline, spark: Any, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A sink with errors.tolerance=none stops at the first record it cannot write: its task
+    FAILS, `check` says so and exits 2, and the window's records it never loaded are a loss
+    whose cause is the failed task, not a mystery."""
+    from kafka_recon.faces.cli import main
+
+    p = pipeline
+    p.sql(f"create table strict {SINK_TABLE}")
+    p.worker.put_connector("load-strict", sql_sink(p.jdbc, "strict", TOPIC, COLUMNS,
+                                                   envelope="debezium"))
+    p.worker.wait_state("load-strict", "FAILED")
+    config = _config(p, tmp_path)
+    capsys.readouterr()
+    code = main(["check", "--config", str(config), "--flow", "strict_flow",
+                 "--start", p.start.isoformat(), "--end", p.end.isoformat()])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    line = next(x for x in out.splitlines() if "load-strict" in x)
+    assert "error: strict: sink connector 'load-strict'" in line and "task 0 FAILED" in line
+    assert "org.apache.kafka.connect.errors.ConnectException" in line, line
+    # the source and the healthy sinks check as running
+    code = main(["check", "--config", str(config), "--flow", "warehouse_flow",
+                 "--start", p.start.isoformat(), "--end", p.end.isoformat()])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "source connector 'shop-cdc'" in out and "RUNNING; task 0 RUNNING" in out
+    assert "dead-letter queue 'warehouse.dlq'" in out
+
+    run, r = _run(p, spark, config, "strict_flow", tmp_path / "strict")
+    lost = next(f for f in r.record_findings if f.kind == "loss")
+    assert lost.hop == "cdc->strict" and lost.count == p.sql("select count(*) from orders")[0][0]
+    assert lost.cause is not None and not isinstance(lost.cause, str)
+    assert lost.cause.code == "connector_task_failed", lost.cause
+    assert any("task 0 FAILED" in e for e in lost.cause.evidence)
+    assert "K7-task-failed" in {f.rule for f in r.risks}

@@ -1,0 +1,99 @@
+"""Causes read from a Kafka Connect connector's own evidence (its config, tasks and offsets,
+as connectors.json keeps them), and the cause of records a sink dead-lettered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafka_recon.result import causes
+from kafka_recon.runfiles.aggregates import DeadLetterError, DeadLetters
+from kafka_recon.runfiles.connectors import ConnectorSnapshot, TaskState
+from tests.unit.result.test_causes import TOPIC, classify, ev, loss, run, runs
+
+pytestmark = pytest.mark.unit
+
+KAFKA_TOPIC = "shop.public.orders"
+
+
+def sink(config: dict[str, str] | None = None, tasks: list[dict[str, Any]] | None = None,
+         committed: dict[int, int] | None = None, **more: Any) -> ConnectorSnapshot:
+    return ConnectorSnapshot(
+        tier="warehouse", name="load", cluster="http://connect:8083", role="sink",
+        state="RUNNING", config={"connector.class": "x.Sink", **(config or {})},
+        tasks=[TaskState(**t) for t in (tasks or [{"id": 0, "state": "RUNNING"}])],
+        offsets=[{"partition": {"kafka_topic": KAFKA_TOPIC, "kafka_partition": p},
+                  "offset": {"kafka_offset": o}} for p, o in (committed or {}).items()],
+        **more)
+
+
+def cause_of(snap: ConnectorSnapshot, missing: dict[str, Any] | None,
+             committed: dict[str, dict[int, int]] | None = None) -> dict[str, Any]:
+    c = classify(loss(), {"missing_runs": missing},
+                 ev(committed, connectors={"warehouse": snap}, topic_name=KAFKA_TOPIC))
+    assert c is not None
+    return c
+
+
+def test_records_skipped_under_tolerance_all_without_a_queue_are_skipped_not_committed_ahead(
+        ) -> None:
+    # the connector read past them (its committed offset is beyond): Connect skipped them
+    c = cause_of(sink({"errors.tolerance": "all", "errors.log.enable": "true"},
+                      committed={0: 60}), runs(run(0, 12, 12), run(0, 28, 28)))
+    assert (c["code"], c["confidence"]) == ("skipped_by_error_tolerance", "likely")
+    assert any("below what it committed" in e for e in c["evidence"])
+    assert any("errors.log.enable=true" in e for e in c["evidence"])
+
+
+def test_a_failed_task_is_the_cause_of_the_records_after_where_it_stopped() -> None:
+    trace = ("org.apache.kafka.connect.errors.ConnectException: Tolerance exceeded\n"
+             "\tat org.apache.kafka.connect.runtime.WorkerSinkTask.deliverMessages\n")
+    c = cause_of(sink(tasks=[{"id": 0, "state": "FAILED", "trace": trace}], committed={0: 12}),
+                 runs(run(0, 12, 59)))
+    assert (c["code"], c["confidence"]) == ("connector_task_failed", "likely")
+    assert "task 0 FAILED: org.apache.kafka.connect.errors.ConnectException: Tolerance " \
+           "exceeded" in c["evidence"]
+    assert "the connector committed partition 0 at offset 12" in c["evidence"]
+
+
+def test_a_connect_cluster_that_did_not_answer_makes_the_cause_unknown_naming_it() -> None:
+    snap = sink(error="Kafka Connect at http://connect:8083 did not answer GET "
+                      "/connectors/load/config: Connection refused")
+    c = cause_of(snap, runs(run(0, 1, 5)))
+    assert c["code"] == "unknown" and "could not be read" in c["summary"]
+    assert "Connection refused" in c["evidence"][0]
+
+
+def test_a_healthy_sink_is_judged_by_its_own_groups_commits() -> None:
+    # no group declared in the flow: the connector's offsets stand for connect-<name>
+    c = cause_of(sink(committed={0: 60}), runs(run(0, 10, 19)))
+    assert c["code"] == "commit_ahead_of_processing"
+    assert any("group 'connect-load'" in e for e in c["evidence"])
+
+
+def test_the_sink_connector_rules_only_apply_to_the_hop_into_its_tier() -> None:
+    c = classify(loss(hop=f"{TOPIC}->mart"), {"missing_runs": runs(run(0, 1, 5))},
+                 ev({}, connectors={"warehouse": sink({"errors.tolerance": "all"})},
+                    topic_name=KAFKA_TOPIC))
+    assert c is not None and c["code"] == "unknown"
+
+
+def test_dead_lettered_records_say_the_errors_their_headers_name() -> None:
+    q = DeadLetters(topic="orders.dlq", connector="load", context_headers=True, errors=[
+        DeadLetterError(error="org.postgresql.util.PSQLException", message="null value",
+                        records=2),
+        DeadLetterError(error="org.apache.kafka.connect.errors.DataException",
+                        message="bad", records=1)])
+    c = causes.dead_letter_cause(q, 3)
+    assert (c.code, c.confidence) == ("dead_letter_queue", "likely")
+    assert "(DataException, PSQLException)" in c.summary
+    assert "2 record(s): org.postgresql.util.PSQLException: null value" in c.evidence
+
+
+def test_without_context_headers_the_dead_letter_cause_says_what_is_missing() -> None:
+    q = DeadLetters(topic="orders.dlq", connector="load", context_headers=False,
+                    errors=[DeadLetterError(error=None, message=None, records=3)])
+    c = causes.dead_letter_cause(q, 3)
+    assert c.confidence == "possible" and "no error headers" in c.summary
+    assert any("context.headers.enable=true" in e for e in c.evidence)
