@@ -287,6 +287,7 @@ def flow_config_md() -> str:
     """docs/reference/flow-config.md: every field of the flow config, from its models."""
     from kafka_recon.config import (
         Alert,
+        Connector,
         Drops,
         Flow,
         FlumeTier,
@@ -305,8 +306,8 @@ def flow_config_md() -> str:
            "YAML file, `flows: {<name>: <flow>}`; every field is checked when it is loaded, "
            "an unknown one is refused, and `kafka-recon check` names each error on a line of "
            "its own. How the fields are used: [Flows](../flows.md).", ""]
-    for model in (Flow, RecordSpec, SqlTier, FlumeTier, KafkaTier, TableTier, Tolerance, Drops,
-                  Volume, Alert, Repair):
+    for model in (Flow, RecordSpec, SqlTier, FlumeTier, KafkaTier, TableTier, Connector,
+                  Tolerance, Drops, Volume, Alert, Repair):
         doc = (model.__doc__ or "").strip()
         out += [f"## {model.__name__}", ""]
         if doc and not doc.startswith(model.__name__ + "("):

@@ -174,7 +174,8 @@ def forget(eng: Engine, older_than: datetime) -> int:
     try:
         with eng.begin() as con:
             return sum(con.execute(delete(t).where(t.c.taken_at < cut)).rowcount
-                       for t in (store.partition_snapshot, store.group_snapshot))
+                       for t in (store.partition_snapshot, store.group_snapshot,
+                                 store.connector_snapshot))
     except SQLAlchemyError as exc:
         raise unreachable(str(eng.url), exc) from exc
 
@@ -315,3 +316,128 @@ def group_members(con: Engine, flow: str, topic: str, lo: str, hi: str
             entry["last_seen"] = at
     return {g: sorted(ms.values(), key=lambda m: (m["first_seen"], m["member_id"]))
             for g, ms in out.items()}
+
+
+# ------------------------------------------------------------------ Kafka Connect connectors
+C = store.connector_snapshot.c
+
+
+def record_connectors(eng: Engine, flow: Flow, now: datetime | None = None
+                      ) -> list[dict[str, Any]]:
+    """One snapshot of each connector the flow names (state, tasks, offsets), from its
+    Connect cluster's REST API; a cluster that does not answer is kept as the snapshot's
+    error."""
+    from kafka_recon.sources.connect import snapshots
+
+    now = now or datetime.now(UTC)
+    taken = iso_us(now)
+    snaps = snapshots(flow).connectors
+    try:
+        with eng.begin() as con:
+            store.replace_rows(con, store.connector_snapshot, [{
+                "flow": flow.name, "tier": s.tier, "taken_at": taken, "name": s.name,
+                "state": s.state, "tasks": json.dumps([t.as_json() for t in s.tasks]),
+                "offsets": json.dumps(s.offsets), "error": s.error} for s in snaps])
+    except SQLAlchemyError as exc:
+        raise unreachable(str(eng.url), exc) from exc
+    return [{"flow": flow.name, "connector": s.name, "taken_at": iso_z(now),
+             "state": s.state, "error": s.error} for s in snaps]
+
+
+@dataclass(frozen=True)
+class ConnectorState:
+    at: datetime
+    state: str | None               # the connector's and its tasks' worst: RUNNING when all run
+    offsets: list[dict[str, Any]]
+    error: str | None
+
+
+def _worst(state: str | None, tasks: list[dict[str, Any]]) -> str | None:
+    states = [state, *(t.get("state") for t in tasks)]
+    for s in ("FAILED", "STOPPED", "PAUSED", "UNASSIGNED", "RESTARTING"):
+        if s in states:
+            return s
+    return state
+
+
+def _sink_offsets(offsets: list[dict[str, Any]]) -> dict[int, int]:
+    return {int(o["partition"]["kafka_partition"]): int(o["offset"]["kafka_offset"])
+            for o in offsets if "kafka_partition" in (o.get("partition") or {})
+            and "kafka_offset" in (o.get("offset") or {})}
+
+
+def _source_offset(offsets: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return (offsets[0].get("offset") or None) if len(offsets) == 1 else None
+
+
+def connector_events(states: list[ConnectorState]) -> list[dict[str, Any]]:
+    """What changed between consecutive snapshots of one connector, in time order:
+
+    - `not_running`: a spell when it or a task was not RUNNING (STOPPED, PAUSED, FAILED, ...);
+    - `offsets_reset`: a source's offsets there, then gone (DELETE /connectors/<name>/offsets);
+    - `snapshot_again`: a source's offsets mark a snapshot (Debezium's `snapshot` key) after
+      they had marked streaming: it read its tables again;
+    - `offsets_rewound`: a sink's committed offset moved back on a partition;
+    - `offsets_altered`: a sink's committed offset moved forward while it was stopped (PATCH
+      /connectors/<name>/offsets): the records between were skipped.
+    A snapshot whose cluster did not answer is no state: a run of them is a `no_answer` spell
+    (a worker down, or the REST API unreachable)."""
+    events: list[dict[str, Any]] = []
+    silent: ConnectorState | None = None
+    for prev, s in zip([None, *states], states, strict=False):
+        if s.error is not None and silent is None:
+            silent = prev or s
+        elif s.error is None and silent is not None:
+            events.append({"event": "no_answer", "between": _between(silent.at, s.at)})
+            silent = None
+    seen = [s for s in states if s.error is None]
+    # a spell not RUNNING: the snapshot before it (or the first, already in it) and its state
+    spell: tuple[ConnectorState, str] | None = \
+        (seen[0], str(seen[0].state)) if seen and seen[0].state != "RUNNING" else None
+    for a, b in zip(seen, seen[1:], strict=False):
+        between = _between(a.at, b.at)
+        if b.state != "RUNNING" and spell is None:
+            spell = (a, str(b.state))
+        if spell is not None and b.state == "RUNNING":
+            events.append({"event": "not_running", "between": _between(spell[0].at, b.at),
+                           "state": spell[1]})
+            spell = None
+        src_a, src_b = _source_offset(a.offsets), _source_offset(b.offsets)
+        if a.offsets and not b.offsets and src_a is not None:
+            events.append({"event": "offsets_reset", "between": between})
+        if src_a is not None and src_b is not None and "snapshot" not in src_a \
+                and "snapshot" in src_b:
+            # streaming, then snapshotting: it read its tables again
+            events.append({"event": "snapshot_again", "between": between})
+        sink_a, sink_b = _sink_offsets(a.offsets), _sink_offsets(b.offsets)
+        for part, before in sorted(sink_a.items()):
+            after = sink_b.get(part)
+            if after is None:
+                continue
+            if after < before:
+                events.append({"event": "offsets_rewound", "between": between,
+                               "partition": part, "before": before, "after": after})
+            elif after > before and a.state == "STOPPED" and b.state == "STOPPED":
+                events.append({"event": "offsets_altered", "between": between,
+                               "partition": part, "before": before, "after": after})
+    if spell is not None and seen:
+        events.append({"event": "not_running", "between": _between(spell[0].at, seen[-1].at),
+                       "state": spell[1]})
+    return sorted(events, key=lambda e: (e["between"][0], e["event"]))
+
+
+def connector_timeline(con: Engine, flow: str, tier: str, name: str, start: datetime,
+                       end: datetime, margin: timedelta = MAX_GAP) -> dict[str, Any]:
+    """The connector's events the snapshots from `start - margin` to `end + margin` show."""
+    lo, hi = iso_us(start - margin), iso_us(end + margin)
+    rows = _rows(con, select(C.taken_at, C.state, C.tasks, C.offsets, C.error)
+                 .where(C.flow == flow, C.tier == tier, C.name == name,
+                        C.taken_at.between(lo, hi)).order_by(C.taken_at))
+    states = [ConnectorState(parse_instant(t, f"connector snapshot of {flow}"),
+                             _worst(state, json.loads(tasks or "[]")),
+                             json.loads(offsets or "[]"), error)
+              for t, state, tasks, offsets, error in rows]
+    return {"name": name, "snapshots": len(states),
+            "first": iso_z(states[0].at) if states else None,
+            "last": iso_z(states[-1].at) if states else None,
+            "events": connector_events(states)}

@@ -19,7 +19,7 @@ from kafka_recon.cluster import recorder
 from kafka_recon.cluster.mirror import mirror_commits
 from kafka_recon.config import Flow, FlumeTier
 from kafka_recon.errors import ReconError, one_line
-from kafka_recon.runfiles.flight import Flight, Timeline
+from kafka_recon.runfiles.flight import ConnectorTimeline, Flight, Timeline
 from kafka_recon.settings import snapshot_retention_days
 from kafka_recon.sources import flume
 from kafka_recon.sources.kafka_client import endpoint
@@ -38,7 +38,10 @@ def flight_over(flow: Flow, window: Window) -> Flight:
     # each topic over its own window: its grace may be longer than the flow's
     return Flight(topics={t.name: recorder.timeline(
         eng, flow.name, recorder.key_of(flow, t), window.start,
-        replace(window, grace=flow.grace_of(t)).closes_at) for t in tiers})
+        replace(window, grace=flow.grace_of(t)).closes_at) for t in tiers},
+        connectors={tier: ConnectorTimeline.model_validate(recorder.connector_timeline(
+            eng, flow.name, tier, c.name, window.start, window.closes_at))
+            for tier, c in flow.connectors.items()})
 
 
 def take_flume(eng: Engine, flow: Flow, now: datetime) -> list[dict[str, Any]]:
@@ -71,6 +74,11 @@ def take_snapshots(flows: dict[str, Flow], where: Path | str | None = None
             taken += take_flume(eng, flow, now)
         except ReconError as exc:
             errors.append(f"flow '{name}': {one_line(exc)}")
+        if flow.connectors:  # a Connect cluster that does not answer is kept as such
+            try:
+                taken += recorder.record_connectors(eng, flow, now)
+            except ReconError as exc:
+                errors.append(f"flow '{name}': connectors: {one_line(exc)}")
         for tier in flow.kafka_tiers:  # each topic on its own cluster; one failing
             try:                           # leaves the others snapshotted
                 taken.append(recorder.record(eng, name, tier.topic, endpoint(tier),

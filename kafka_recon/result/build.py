@@ -116,6 +116,7 @@ class Inputs:
             tables={x.name: x.format for x in self.flow.table_tiers},
             writers={x.name: x.writers for x in self.aggregates.tiers if x.writers},
             connectors={c.tier: c for c in self.connectors.connectors},
+            connector_flight=self.flight.connectors,
             topic_name=next(k.topic for k in self.flow.kafka_tiers if k.name == t.tier))
             for t in self.replayed.topics}
 

@@ -34,7 +34,13 @@ from kafka_recon.runfiles.aggregates import (
 )
 from kafka_recon.runfiles.audit import Risk
 from kafka_recon.runfiles.connectors import ConnectorSnapshot
-from kafka_recon.runfiles.flight import Member, PartitionEvent, Timeline
+from kafka_recon.runfiles.flight import (
+    ConnectorEvent,
+    ConnectorTimeline,
+    Member,
+    PartitionEvent,
+    Timeline,
+)
 from kafka_recon.sources.topic import NO_COMMIT
 from kafka_recon.window import parse_instant
 
@@ -59,6 +65,8 @@ class Evidence:
     tables: dict[str, str] = field(default_factory=dict)            # table tier -> its format
     writers: dict[str, list[StreamWriter]] = field(default_factory=dict)  # a table's queries
     connectors: dict[str, ConnectorSnapshot] = field(default_factory=dict)  # by tier
+    # the flight recorder's snapshots of each connector, by tier
+    connector_flight: dict[str, ConnectorTimeline] = field(default_factory=dict)
     topic_name: str = ""                             # the topic tier's Kafka topic
 
 
@@ -136,6 +144,22 @@ CAUSES: dict[str, Known] = {
         "004", "Fix what the task's trace names, then restart the task (POST "
                "/connectors/<name>/tasks/<id>/restart): it resumes at its committed offset, "
                "and the window's records arrive late, not lost; reconcile the window again."),
+    "resnapshot": Known(
+        "004", "Keep the Connect cluster's offsets (never delete a source connector's offsets, "
+               "protect its offset topic); make the sink idempotent (upsert by id) so that "
+               "a snapshot read again changes nothing; remove the window's extra copies."),
+    "source_resumed_past_changes": Known(
+        "004", "Never drop a change-data-capture connector's replication slot while it is "
+               "stopped, and bound how long it may stay stopped (max_slot_wal_keep_size); "
+               "after a gap, run an incremental snapshot of the window's rows (Debezium's "
+               "signal table) and reconcile the window again."),
+    "sink_offsets_rewound": Known(
+        "004", "Rewind a sink connector's offsets only with an idempotent sink (upsert by id), "
+               "or delete what it loaded past the new offsets first; remove the window's extra "
+               "copies."),
+    "sink_offsets_skipped": Known(
+        "004", "Move a sink connector's offsets forward only for records loaded some other "
+               "way; re-deliver the window's lost records (kafka-recon repair)."),
     "unknown": Known("004", "Confirm the loss (re-run the window), find its hop in the "
                             "report, then check that hop's clients and the brokers' logs for "
                             "the window."),
@@ -644,6 +668,85 @@ def connector_loss(runs: Runs | None, ev: Evidence, snap: ConnectorSnapshot) -> 
     return consume_loss(runs, ev)
 
 
+def _connector_event_text(name: str, e: ConnectorEvent) -> str:
+    when = f"between {e.between[0]} and {e.between[1]}"
+    if e.event == "not_running":
+        return f"connector '{name}' was {e.state} {when}"
+    if e.event == "no_answer":
+        return f"connector '{name}''s Connect cluster did not answer {when}"
+    if e.event == "offsets_reset":
+        return f"connector '{name}''s offsets were deleted {when}"
+    if e.event == "snapshot_again":
+        return f"connector '{name}' started a snapshot of its tables again {when}"
+    what = "moved back" if e.event == "offsets_rewound" else "moved forward while it was stopped"
+    return (f"connector '{name}''s committed offset on partition {e.partition} {what} from "
+            f"{e.before} to {e.after} {when}")
+
+
+def _source_events(ev: Evidence, *kinds: str) -> tuple[str, list[ConnectorEvent]]:
+    """The source connector writing the evidence's topic, and its recorded events of `kinds`."""
+    snap = ev.connectors.get(ev.topic)
+    timeline = ev.connector_flight.get(ev.topic)
+    if snap is None or snap.role != "source" or timeline is None:
+        return "", []
+    return snap.name, [e for e in timeline.events if e.event in kinds]
+
+
+def source_duplicate(ev: Evidence, runs: Runs | None) -> Cause | None:
+    """Copies in a topic its source connector wrote, when its offsets were lost or it read
+    its tables again: a snapshot re-reads every row."""
+    name, events = _source_events(ev, "offsets_reset", "snapshot_again")
+    if not events:
+        return None
+    return cause("resnapshot",
+                 f"source connector '{name}' lost its offsets and read its tables again: every "
+                 "row it had captured was written to the topic once more", "likely",
+                 [_connector_event_text(name, e) for e in events]
+                 + ([f"the copies sit at {_runs_text(runs)}"] if runs else []))
+
+
+def source_loss(ev: Evidence, shape: Shape | None) -> Cause | None:
+    """A loss into a topic its source connector writes, when the connector was stopped or
+    reset over the window: it resumed past the changes made meanwhile."""
+    name, events = _source_events(ev, "not_running", "no_answer", "offsets_reset")
+    if not events:
+        return None
+    lo, hi = _parse(shape.first_time if shape else None), _parse(shape.last_time if shape
+                                                                  else None)
+    inside = [e for e in events if lo is not None and hi is not None
+              and _parse(e.between[0]) is not None and _parse(e.between[1]) is not None
+              and _parse(e.between[0]) <= hi and lo <= _parse(e.between[1])]  # type: ignore[operator]
+    return cause("source_resumed_past_changes",
+                 f"source connector '{name}' was not capturing while these rows were written, "
+                 "and resumed past them: a replication slot dropped or recreated, or the "
+                 "WAL it needed removed, while it was stopped",
+                 "likely" if inside else "possible",
+                 [_connector_event_text(name, e) for e in events]
+                 + ([f"the lost rows: {_shape_text(shape)}"] if shape else [])
+                 + ([] if inside else ["the lost rows' times were not placed inside the spell"]))
+
+
+def sink_offsets_moved(ev: Evidence, sink: str, kind: str) -> Cause | None:
+    """A sink connector whose committed offsets were rewound (copies) or moved forward while
+    stopped (records skipped)."""
+    snap, timeline = ev.connectors.get(sink), ev.connector_flight.get(sink)
+    if snap is None or timeline is None:
+        return None
+    wanted = "offsets_rewound" if kind == "duplicate" else "offsets_altered"
+    events = [e for e in timeline.events if e.event == wanted]
+    if not events:
+        return None
+    if kind == "duplicate":
+        return cause("sink_offsets_rewound",
+                     f"sink connector '{snap.name}''s offsets were moved back: it loaded the "
+                     "records after them again", "likely",
+                     [_connector_event_text(snap.name, e) for e in events])
+    return cause("sink_offsets_skipped",
+                 f"sink connector '{snap.name}''s offsets were moved forward while it was "
+                 "stopped: it never read the records in between", "likely",
+                 [_connector_event_text(snap.name, e) for e in events])
+
+
 def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | None:
     """The cause of one loss, duplicate or unexpected finding (None for other kinds). A loss
     to retention is one whose `group` is the production group that never read the records."""
@@ -664,8 +767,17 @@ def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | No
     if side in ("replication", "process") and kind in ("loss", "duplicate"):
         return between_topics(kind, side, finding.hop, hop)
     sink = ev.connectors.get(ends[-1])
+    if kind in ("loss", "duplicate") and out_of_topic and sink is not None \
+            and sink.role == "sink" and (moved := sink_offsets_moved(ev, ends[-1], kind)):
+        return moved
     if kind == "loss" and out_of_topic and sink is not None and sink.role == "sink":
         return connector_loss(hop.missing_runs if hop else None, ev, sink)
+    if kind == "loss" and side == "write" and into_topic and (
+            lost := source_loss(ev, hop.missing_shape if hop else None)):
+        return lost
+    if kind == "duplicate" and side == "write" and into_topic and (
+            copies := source_duplicate(ev, hop.duplicate_runs if hop else None)):
+        return copies
     if kind == "loss" and out_of_topic:
         restart = _restarted(ev.writers.get(ends[-1]) or [])
         if restart is not None:

@@ -51,12 +51,33 @@ class Timeline(Part):
     deleted_unread: dict[str, int] = {}
 
 
+class ConnectorEvent(Part):
+    """A change the snapshots of a Kafka Connect connector show."""
+    event: Literal["not_running", "no_answer", "offsets_reset", "snapshot_again",
+                   "offsets_rewound", "offsets_altered"]
+    between: tuple[str, str]          # the snapshots it happened between (a spell: its ends)
+    state: str | None = None          # not_running: what it was (STOPPED, PAUSED, FAILED, ...)
+    partition: int | None = None      # a sink's offsets: the topic partition
+    before: int | None = None         # ... its committed offset before
+    after: int | None = None          # ... and after
+
+
+class ConnectorTimeline(Part):
+    """What the recorder saw of one connector around the window."""
+    name: str
+    snapshots: int = 0
+    first: str | None = None
+    last: str | None = None
+    events: list[ConnectorEvent] = []
+
+
 class Flight(RunFile):
-    """flight.json: the flight recorder's timeline of each of the flow's topics around the
-    window."""
+    """flight.json: the flight recorder's timeline of each of the flow's topics, and of each
+    Kafka Connect connector it names, around the window."""
 
     FILE = "flight"
     topics: dict[str, Timeline] = {}   # by topic tier name
+    connectors: dict[str, ConnectorTimeline] = {}   # by the tier the connector moves
 
     def of(self, tier: str) -> Timeline:
         return self.topics.get(tier) or Timeline()

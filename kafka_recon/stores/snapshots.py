@@ -67,6 +67,14 @@ group_snapshot = Table(
 )
 
 
+connector_snapshot = Table(
+    "connector_snapshot", metadata, *_key("flow", "tier"),
+    Column("taken_at", String(40), primary_key=True),
+    Column("name", String(200), nullable=False), Column("state", Text),
+    Column("tasks", Text), Column("offsets", Text), Column("error", Text),
+)
+
+
 def snapshots_url(where: Path | str | None = None) -> str:
     """The store's URL: `where` (a file or a URL), else the settings (see the module)."""
     given = where if where is not None else setting("KAFKA_RECON_SNAPSHOTS", "snapshots")[0]

@@ -97,3 +97,55 @@ def test_without_context_headers_the_dead_letter_cause_says_what_is_missing() ->
     c = causes.dead_letter_cause(q, 3)
     assert c.confidence == "possible" and "no error headers" in c.summary
     assert any("context.headers.enable=true" in e for e in c.evidence)
+
+
+def _recorded(*events: dict[str, Any]) -> Any:
+    from kafka_recon.runfiles.flight import ConnectorTimeline
+
+    return ConnectorTimeline.model_validate({"name": "c", "snapshots": 9, "events": list(events)})
+
+
+SPELL = ["2026-12-05T10:00:00Z", "2026-12-05T10:20:00Z"]
+
+
+def test_topic_copies_after_a_source_lost_its_offsets_are_a_resnapshot() -> None:
+    source = ConnectorSnapshot(tier=TOPIC, name="shop-cdc", cluster="http://c", role="source")
+    c = classify(loss(hop=f"db->{TOPIC}", side="write", kind="duplicate"),
+                 {"duplicate_runs": runs(run(0, 60, 119))},
+                 ev({}, connectors={TOPIC: source},
+                    connector_flight={TOPIC: _recorded({"event": "offsets_reset",
+                                                         "between": SPELL})}))
+    assert c is not None and (c["code"], c["confidence"]) == ("resnapshot", "likely")
+    assert "connector 'shop-cdc''s offsets were deleted between 2026-12-05T10:00:00Z" in \
+        c["evidence"][0]
+
+
+def test_a_write_loss_inside_a_source_connectors_stopped_spell_is_resumed_past_changes(
+        ) -> None:
+    source = ConnectorSnapshot(tier=TOPIC, name="shop-cdc", cluster="http://c", role="source")
+    shape = {"runs": 1, "records": 20, "singles": 0, "first_time": "2026-12-05T10:05:00Z",
+             "last_time": "2026-12-05T10:06:00Z"}
+    evidence = ev({}, connectors={TOPIC: source}, connector_flight={TOPIC: _recorded(
+        {"event": "not_running", "state": "STOPPED", "between": SPELL})})
+    c = classify(loss(hop=f"db->{TOPIC}", side="write"), {"missing_shape": shape}, evidence)
+    assert c is not None
+    assert (c["code"], c["confidence"]) == ("source_resumed_past_changes", "likely")
+    # rows lost outside the spell: the spell is only possibly the cause
+    later = {**shape, "first_time": "2026-12-05T11:00:00Z", "last_time": "2026-12-05T11:01:00Z"}
+    c = classify(loss(hop=f"db->{TOPIC}", side="write"), {"missing_shape": later}, evidence)
+    assert c is not None and c["confidence"] == "possible"
+
+
+def test_a_sinks_offsets_moved_back_or_forward_explain_its_copies_and_its_loss() -> None:
+    moved = {"warehouse": _recorded(
+        {"event": "offsets_rewound", "between": SPELL, "partition": 0, "before": 90,
+         "after": 30},
+        {"event": "offsets_altered", "between": SPELL, "partition": 0, "before": 30,
+         "after": 200})}
+    e = ev({}, connectors={"warehouse": sink()}, connector_flight=moved,
+           topic_name=KAFKA_TOPIC)
+    dup = classify(loss(kind="duplicate"), {"duplicate_runs": runs(run(0, 30, 89))}, e)
+    lost = classify(loss(), {"missing_runs": runs(run(0, 30, 199))}, e)
+    assert dup is not None and dup["code"] == "sink_offsets_rewound"
+    assert "moved back from 90 to 30" in dup["evidence"][0]
+    assert lost is not None and lost["code"] == "sink_offsets_skipped"
