@@ -20,7 +20,9 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
 
     The tiers' window records are stacked and grouped by id once: one shuffle answers every
     hop, where a join per hop would re-read and re-shuffle each tier for each comparison. A
-    tier in `collapse` (a change stream) counts an id once however many changes carry it.
+    tier in `collapse` (a change stream) counts an id once however many updates and deletes
+    carry it, and once per create or snapshot read (`op` c or r): a row captured twice has a
+    copy.
 
     The records are shuffled by id as they are, and only then aggregated: an id is nearly
     always once per tier, so an aggregation before the shuffle (Spark's partial one, over each
@@ -31,12 +33,17 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
     tagged = reduce(lambda x, y: x.unionByName(y),
                     [df.select("id", "bucket", F.lit(i).alias("tier"),
                                (F.col("dropped") if i in dropping else F.lit(False))
-                               .alias("dropped"))
+                               .alias("dropped"),
+                               (F.col("op") if i in collapse and "op" in df.columns
+                                else F.lit(None).cast("string")).alias("op"))
                      for i, df in enumerate(records)])
     aggs: list[Column] = []
     for i in range(len(records)):
         n = F.count(F.when(F.col("tier") == i, 1))
-        aggs += [(F.least(n, F.lit(1)) if i in collapse else n).alias(f"n{i}"),
+        if i in collapse:
+            made = F.count(F.when((F.col("tier") == i) & F.col("op").isin("c", "r"), 1))
+            n = F.greatest(made, F.least(n, F.lit(1)))
+        aggs += [n.alias(f"n{i}"),
                  F.min(F.when(F.col("tier") == i, F.col("bucket"))).alias(f"b{i}")]
         if i in dropping:
             aggs.append(F.count(F.when((F.col("tier") == i) & F.col("dropped"), 1))

@@ -142,7 +142,7 @@ def present(record: RecordSpec) -> Column:
 def _carried(raw: DataFrame) -> list[str]:
     # the digest, when the replay asked for it, whether the next processor drops the record,
     # and a dead-letter queue's context headers go along with each record
-    return [c for c in ("digest", "dropped", "dlq_error", "dlq_message", "dlq_stage",
+    return [c for c in ("digest", "dropped", "op", "dlq_error", "dlq_message", "dlq_stage",
                         "dlq_topic", "dlq_partition", "dlq_offset") if c in raw.columns]
 
 
@@ -171,7 +171,9 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     deletes; a delete whose `before` lacks the id takes it from the key. `source_ts` is the
     change's commit time in the source database (`source.ts_ms`, epoch ms); a delete whose
     `before` lacks the event time takes that too. Several changes of one id stay several
-    records here; the reconcile step counts them as one id present.
+    records here, each with its `op` (c, r, u, d): the reconcile step counts an id once
+    however many updates and deletes carry it, and once per create or snapshot read (a row
+    captured twice, as a snapshot read again captures it, has a copy).
     """
     from kafka_recon.spark.records import event_time, utf8_text
 
@@ -192,7 +194,8 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     else:
         when = event_time(F.get_json_object(row, record.event_time), record.event_time_format)
         when = F.when(deleted, F.coalesce(when, changed)).otherwise(when)
-    return _as_records(raw.where(present(record)), rec_id, when, record)
+    rows = raw.where(present(record)).withColumn("op", F.get_json_object(env, "$.op"))
+    return _as_records(rows, rec_id, when, record)
 
 
 def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:

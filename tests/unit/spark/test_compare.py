@@ -38,6 +38,40 @@ def test_a_change_stream_counts_an_id_once_however_many_changes_carry_it(
     assert marked(cmp.marks(wide, 2, [(0, 1, [0])]), "duplicate", 0) == []
 
 
+def test_a_change_stream_that_captured_a_row_twice_has_a_copy_updates_do_not(
+        spark: SparkSession) -> None:
+    """A snapshot read again (a source connector that lost its offsets) captures each row a
+    second time: two creates or snapshot reads of one id are a copy; updates never are."""
+    from pyspark.sql.types import StringType
+
+    db = table(spark, [("1", at(1)), ("2", at(2)), ("3", at(3))])
+    ops = StructType([*TABLE.fields, StructField("op", StringType())])
+    changes = spark.createDataFrame([
+        ("1", at(1), "c"), ("1", at(1), "u"), ("1", at(1), "u"),   # created, updated twice
+        ("2", at(2), "c"), ("2", at(2), "r"),                       # captured again
+        ("3", at(3), "r"), ("3", at(3), "r"), ("3", at(3), "d")], ops)
+    sink = table(spark, [("1", at(1)), ("2", at(2)), ("2", at(2)), ("3", at(3)),
+                         ("3", at(3))])
+    wide = cmp.compare([rd.window_records(t, START, END, HOUR) for t in (db, changes, sink)],
+                       collapse=frozenset({1}))
+    m = cmp.marks(wide, 3, [(0, 1, [0]), (1, 2, [0, 1])]).cache()
+    assert marked(m, "duplicate", 0) == [("2",), ("3",)]
+    # the sink's copies are the topic's, not its own
+    assert marked(m, "duplicate", 1) == []
+
+
+def test_a_missing_id_a_sinks_dead_letter_queue_holds_is_dead_lettered_not_missing(
+        spark: SparkSession) -> None:
+    topic = table(spark, [(str(i), at(i)) for i in range(1, 6)])
+    sink = table(spark, [("1", at(1)), ("2", at(2))])
+    queue = table(spark, [("3", at(3)), ("4", at(4)), ("99", at(9))])  # 99: not this window's
+    wide = cmp.compare([rd.window_records(t, START, END, HOUR) for t in (topic, sink, queue)])
+    m = cmp.marks(wide, 2, [(0, 1, [0])], dead={0: 2}).cache()
+    assert marked(m, "dead_lettered", 0) == [("3",), ("4",)]
+    assert marked(m, "missing", 0) == [("5",)]
+    assert marked(m, "unexpected", 0) == []
+
+
 def test_an_id_every_record_of_which_the_processor_drops_on_purpose_is_filtered_not_missing(
         spark: SparkSession) -> None:
     mark = StructType([*TABLE.fields, StructField("dropped", BooleanType())])
