@@ -28,6 +28,8 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     test keep the platform's internal PLAINTEXT listener: their faults do not depend on it."""
     import os
 
+    from harness.drill.connect import CONNECT_SCENARIOS
+    from harness.drill.connect import attempt as connect_attempt
     from harness.drill.repair import Desk
     from harness.drill.runner import CLUSTER_CONFIG, DRILL_CONN, pick, run_scenario
     from harness.drill.scenarios import SCENARIOS
@@ -37,7 +39,7 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     from kafka_recon.settings import spark_jars
     from kafka_recon.spark.session import session
 
-    chosen = pick(SCENARIOS, scenarios)
+    chosen = pick({**SCENARIOS, **CONNECT_SCENARIOS}, scenarios)  # type: ignore[dict-item]
     out = out.resolve()  # apps and the Flume agent run in folders of their own
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -59,6 +61,16 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
     spark.sparkContext.setLogLevel("ERROR")
     # Airflow for the scenarios repaired once judged (started on the first one)
     desk = Desk(out) if any(sc.repair for sc in chosen) else None
+    # the connector scenarios' PostgreSQL (wal_level=logical), each attempt a database of it
+    pg = None
+    if any(sc.id in CONNECT_SCENARIOS for sc in chosen):
+        import tempfile
+
+        from harness.services.postgres import PostgresServer
+
+        # outside `out`: the server runs as the postgres user, who may not enter it
+        pg = PostgresServer(Path(tempfile.mkdtemp(prefix="kafka-recon-drill-pg-")),
+                            logical=True).start()
     rows: list[dict[str, Any]] = []
     began = time.monotonic()
     try:
@@ -66,11 +78,15 @@ def run_drill(scenarios: list[str] | None, out: Path, repeat: int = 5,
             times = repeat if sc.id in CONTROLS else 1
             for k in range(1, times + 1):
                 label = sc.id if times == 1 else f"{sc.id}#{k}"
+                at = (lambda folder, sc=sc: connect_attempt(sc, cluster, pg, spark, folder)) \
+                    if sc.id in CONNECT_SCENARIOS else None
                 row = run_scenario(sc, cluster, spark, out, attempts=attempts, label=label,
-                                   target=target, desk=desk)
+                                   target=target, desk=desk, attempt_in=at)
                 rows.append(row)
                 print(line(row), flush=True)
     finally:
+        if pg is not None:
+            pg.stop()
         if desk is not None:
             desk.stop()
         spark.stop()

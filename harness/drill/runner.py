@@ -677,10 +677,13 @@ def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path, desk: Any = None
                 "/".join(k) for k in truth_keys - wanted)}
 
 
-def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
+def run_scenario(sc: Any, cluster: KafkaCluster, spark: Any, out: Path,
                  attempts: int = 3, label: str | None = None,
-                 target: KafkaCluster | None = None, desk: Any = None) -> dict[str, Any]:
-    """A scenario's row of the matrix: re-run while its fault does not bite."""
+                 target: KafkaCluster | None = None, desk: Any = None,
+                 attempt_in: Callable[[Path], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A scenario's row of the matrix: re-run while its fault does not bite. `attempt_in`:
+    how one attempt runs in its folder, for a scenario that is no `Scenario` (the connector
+    scenarios, harness.drill.connect)."""
     label = label or sc.id
     row: dict[str, Any] = {"scenario": label, "title": sc.title, "seeds": sc.seeds,
                            "expected": _expected_words(sc), "cause": _cause_words(sc),
@@ -689,7 +692,8 @@ def run_scenario(sc: Scenario, cluster: KafkaCluster, spark: Any, out: Path,
         began = time.monotonic()
         folder = out / label / f"attempt-{n}"
         try:
-            got = attempt(sc, cluster, spark, folder, target, desk)
+            got = attempt_in(folder) if attempt_in is not None \
+                else attempt(sc, cluster, spark, folder, target, desk)
         except NotBitten as exc:
             row["attempts"].append({"n": n, "outcome": "fault did not bite", "why": str(exc),
                                     "evidence": getattr(exc, "evidence", []),

@@ -153,6 +153,12 @@ CAUSES: dict[str, Known] = {
                "stopped, and bound how long it may stay stopped (max_slot_wal_keep_size); "
                "after a gap, run an incremental snapshot of the window's rows (Debezium's "
                "signal table) and reconcile the window again."),
+    "source_position_lost": Known(
+        "004", "Restart the source from a new snapshot of what it missed: Debezium's "
+               "snapshot.mode=when_needed for one start, or an incremental snapshot of the "
+               "window's rows (its signal table); never drop a stopped connector's replication "
+               "slot, and bound the WAL it may hold back (max_slot_wal_keep_size) with an "
+               "alert before it is removed."),
     "sink_offsets_rewound": Known(
         "004", "Rewind a sink connector's offsets only with an idempotent sink (upsert by id), "
                "or delete what it loaded past the new offsets first; remove the window's extra "
@@ -705,9 +711,30 @@ def source_duplicate(ev: Evidence, runs: Runs | None) -> Cause | None:
                  + ([f"the copies sit at {_runs_text(runs)}"] if runs else []))
 
 
+# what a change-data-capture source's trace says when the position it resumes from is gone
+# (Debezium: "... but this is no longer available on the server")
+_POSITION_GONE = ("no longer available on the server", "replication slot", "requested WAL")
+
+
 def source_loss(ev: Evidence, shape: Shape | None) -> Cause | None:
-    """A loss into a topic its source connector writes, when the connector was stopped or
-    reset over the window: it resumed past the changes made meanwhile."""
+    """A loss into a topic its source connector writes: a FAILED task (its position gone, or
+    any other failure), or a connector the recorder saw stopped or reset over the window (it
+    resumed past the changes made meanwhile)."""
+    snap = ev.connectors.get(ev.topic)
+    if snap is not None and snap.role == "source" and snap.failed:
+        t = snap.failed[0]
+        name, spells = _source_events(ev, "not_running", "no_answer", "offsets_reset")
+        said = [t.said] + [_connector_event_text(name, e) for e in spells] \
+            + ([f"the lost rows: {_shape_text(shape)}"] if shape else [])
+        if any(w in (t.trace or "") for w in _POSITION_GONE):
+            return cause("source_position_lost",
+                         f"source connector '{snap.name}' cannot resume: the position it "
+                         "stopped at (its replication slot, or the WAL the slot held) is gone, "
+                         "so its task FAILED and every row written since it stopped is not "
+                         "captured", "likely", said)
+        return cause("connector_task_failed",
+                     f"source connector '{snap.name}' has a FAILED task: the rows written "
+                     "since it stopped are not captured until it is restarted", "likely", said)
     name, events = _source_events(ev, "not_running", "no_answer", "offsets_reset")
     if not events:
         return None

@@ -149,3 +149,24 @@ def test_a_sinks_offsets_moved_back_or_forward_explain_its_copies_and_its_loss()
     assert dup is not None and dup["code"] == "sink_offsets_rewound"
     assert "moved back from 90 to 30" in dup["evidence"][0]
     assert lost is not None and lost["code"] == "sink_offsets_skipped"
+
+
+def test_a_source_whose_slot_is_gone_fails_and_its_lost_rows_say_so() -> None:
+    trace = ("io.debezium.DebeziumException: The connector is trying to read change stream "
+             "starting at PostgresOffsetContext [...], but this is no longer available on the "
+             "server. Reconfigure the connector to use a snapshot mode when needed.\n\tat x")
+    source = ConnectorSnapshot(tier=TOPIC, name="shop-cdc", cluster="http://c", role="source",
+                               state="RUNNING", tasks=[TaskState(id=0, state="FAILED",
+                                                                 trace=trace)])
+    e = ev({}, connectors={TOPIC: source}, connector_flight={TOPIC: _recorded(
+        {"event": "not_running", "state": "STOPPED", "between": SPELL})})
+    c = classify(loss(hop=f"db->{TOPIC}", side="write"), {}, e)
+    assert c is not None and (c["code"], c["confidence"]) == ("source_position_lost", "likely")
+    assert c["evidence"][0].startswith("task 0 FAILED: io.debezium.DebeziumException")
+    assert "connector 'shop-cdc' was STOPPED between" in c["evidence"][1]
+    # any other failure of the source is the failed task itself
+    other = source.model_copy(update={"tasks": [TaskState(id=0, state="FAILED",
+                                                          trace="java.io.IOException: x")]})
+    c = classify(loss(hop=f"db->{TOPIC}", side="write"), {},
+                 ev({}, connectors={TOPIC: other}))
+    assert c is not None and c["code"] == "connector_task_failed"
