@@ -156,10 +156,19 @@ def write_docs(rows: list[dict[str, Any]], folder: Path, elapsed: float,
         "with the truth from the apps' ledgers and a plain read of the topic and the sinks "
         "(kind, side, hop, count and the id set), and each finding's cause code with the "
         "scenario's true cause. \"fault did not bite\" is never a pass. "
+        + (CONNECTORS if any(r["scenario"].startswith("C") for r in rows) else "")
         + secured + (REPAIRED if any(a.get("repair") for r in rows for a in r["attempts"])
                      else "") + "\n\n"
         f"Ran {meta['ran_at']} in {meta['seconds']} s; {meta['passed']} of {meta['rows']} rows "
         "passed.\n\n" + markdown_table(rows) + "\n## Evidence\n\n" + "".join(evidence))
+
+
+CONNECTORS = (
+    "The connector scenarios (C1-C5) run a pipeline of Kafka Connect's own workers instead "
+    "of the apps (harness/drill/connect.py, docs/connect.md): Debezium's PostgreSQL source on "
+    "one Connect cluster, the harness's SQL sink on another, PostgreSQL with logical "
+    "replication; their truth is read from PostgreSQL and, record by record, from the topic "
+    "and the dead-letter queue. ")
 
 
 REPAIRED = (

@@ -31,6 +31,7 @@ class Arrow:
     unexpected: int
     late: int
     bad: bool  # a finding on it counts against the verdict
+    dead_lettered: int = 0  # routed to its sink connector's dead-letter queue
 
 
 @dataclass
@@ -54,7 +55,8 @@ def diagram(result: Result) -> Diagram:
         out.boxes.append(Box(name, t.count if t else None, t.where if t else None))
     for h in result.hops:
         out.arrows.append(Arrow(h.name, h.side, h.missing, h.duplicate, h.unexpected,
-                                late.get(h.name, 0), h.name in failing))
+                                late.get(h.name, 0), h.name in failing,
+                                h.dead_lettered or 0))
     return out
 
 

@@ -167,7 +167,14 @@ def _run(p: Pipeline, spark: Any, config: Path, flow: str, out: Path) -> tuple[A
 
 def test_a_connector_pipeline_reports_dead_lettered_ids_apart_from_records_skipped(
         pipeline: Pipeline, spark: Any, tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
     p = pipeline
+    # a record in the queue whose id cannot be read (not JSON), stamped inside the window
+    producer = Producer({"bootstrap.servers": p.kafka.bootstrap})
+    producer.produce("warehouse.dlq", value=b"\x00not json",
+                     timestamp=int((p.start + timedelta(seconds=2)).timestamp() * 1000))
+    assert producer.flush(30) == 0
     config = _config(p, tmp_path)
     results = {flow: _run(p, spark, config, flow, tmp_path / flow)
                for flow in ("warehouse_flow", "mart_flow")}
@@ -176,7 +183,13 @@ def test_a_connector_pipeline_reports_dead_lettered_ids_apart_from_records_skipp
     run, r = results["warehouse_flow"]
     assert r.status == "findings", r.verdict()
     kinds = {(f.kind, f.hop): f for f in r.record_findings}
-    assert set(kinds) == {("dead_lettered", "cdc->warehouse")}, r.verdict()
+    assert set(kinds) == {("dead_lettered", "cdc->warehouse"),
+                          ("unidentifiable", "cdc->warehouse")}, r.verdict()
+    unreadable = kinds[("unidentifiable", "cdc->warehouse")]
+    assert unreadable.count == 1 and unreadable.topic == "warehouse.dlq"
+    [row] = _ids(run.folder.path / str(unreadable.ids))
+    assert row["partition"] == "0" and row["offset"].isdigit() and "no readable id" in \
+        row["reason"]
     dead = kinds[("dead_lettered", "cdc->warehouse")]
     assert dead.count == len(POISON) and dead.side == "consume" and dead.topic == "warehouse.dlq"
     hop = next(h for h in r.hops if h.name == "cdc->warehouse")

@@ -151,3 +151,31 @@ def test_without_airflows_address_the_report_links_the_data_docs_in_its_folder(
     assert 'href="gx/uncommitted/data_docs/local_site/index.html"' in \
         Path(paths["html"]).read_text()
     assert str(tmp_path) not in Path(paths["mail"]).read_text()
+
+
+def test_dead_lettered_records_are_said_apart_in_the_verdict_the_report_and_the_diagram(
+        tmp_path: Path) -> None:
+    from kafka_recon.outputs.window_view import diagram
+
+    (tmp_path / "dead_lettered").mkdir()
+    (tmp_path / "dead_lettered" / "topic__sink.csv").write_text(
+        "id,error,message,topic,partition,offset,dlq_partition,dlq_offset\n"
+        "7,org.postgresql.util.PSQLException,null value,orders,0,6,0,0\n")
+    r = result(tiers=[tier("topic", 10), tier("sink", 9)],
+               hops=[hop("topic", "sink", "consume", 10, 9, dead_lettered=1,
+                         dead_lettered_ids="dead_lettered/topic__sink.csv",
+                         dead_letter_topic="orders.dlq")],
+               findings=[finding("dead_lettered", "consume", "topic->sink", 1,
+                                 ids="dead_lettered/topic__sink.csv", topic="orders.dlq",
+                                 allowed=0)])
+    assert r.status == "findings" and r.subject().startswith("FINDINGS orders: 1 dead-lettered")
+    assert "1 record(s) dead-lettered on the consume side (topic->sink)" in r.verdict()
+    assert sentences(r)[0].startswith("orders: 1 records routed to a dead-letter queue (not "
+                                      "lost, not loaded) on the consume side")
+    paths = render_report(r, RunFolder(tmp_path))
+    text = Path(paths["text"]).read_text()
+    assert "(1 dead-lettered in orders.dlq)" in text
+    assert "dead-lettered at topic->sink: 1 record(s), first 1: 7 (every id: " in text
+    assert "<th>dead-lettered</th>" in Path(paths["html"]).read_text()
+    [arrow] = diagram(r).arrows
+    assert (arrow.dead_lettered, arrow.missing, arrow.bad) == (1, 0, True)
