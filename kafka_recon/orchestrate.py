@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafka_recon.config import Flow, FlumeTier, SqlTier, load_flow
+from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, load_flow
 from kafka_recon.errors import CannotRun, SourceUnreadable, StepFailed, UsageError, one_line
 from kafka_recon.result.model import Result, inconclusive
 from kafka_recon.runfiles.audit import Audit
@@ -224,6 +224,12 @@ def stage_topic(run: Run) -> None:
 
             connectors = snapshots(run.flow)
             run.folder.write(connectors)
+            names = [t.name for t in run.flow.tiers]
+            for c in connectors.connectors:
+                if c.role == "sink" and c.dead_letter_topic:
+                    before = run.flow.tiers[names.index(c.tier) - 1]
+                    assert isinstance(before, KafkaTier)  # a sink's tier follows a topic
+                    preflight.check_queue(endpoint(before), c.dead_letter_topic, c.name)
         run.folder.write(audit_flow(run.flow, run.config_dir, ep, connectors))
         run.folder.write(flight_over(run.flow, run.window))
 

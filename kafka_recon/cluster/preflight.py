@@ -125,6 +125,23 @@ def check(ep: KafkaEndpoint, topic: str, groups: list[str]) -> None:
                          "ACLs to grant')")
 
 
+def check_queue(ep: KafkaEndpoint, topic: str, connector: str) -> None:
+    """TopicError naming the ACLs reading a sink connector's dead-letter queue needs (READ and
+    DESCRIBE on its topic), before the run reads it: without them, records the queue holds
+    would be reported lost. A queue never created (no record ever dead-lettered) is none."""
+    try:
+        missing = gaps(ep, topic, [])
+    except TopicError as exc:
+        if "does not exist" in str(exc):
+            return
+        raise
+    if missing:
+        raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s) to "
+                         f"read connector '{connector}''s dead-letter queue: "
+                         f"{_listed(missing)}. Grant them (docs/connect.md, 'What is read, "
+                         "and the permissions it needs')")
+
+
 def _topic_operations(ep: KafkaEndpoint, topic: str) -> set[str] | None:
     """What the principal may do on the topic, as the broker says (None: it does not say,
     a cluster without an authorizer)."""

@@ -120,8 +120,9 @@ def pipeline(kafka: KafkaCluster) -> Iterator[Pipeline]:
         shutil.rmtree(pg_base, ignore_errors=True)
 
 
-def _config(p: Pipeline, tmp: Path) -> Path:
+def _config(p: Pipeline, tmp: Path, kafka_conn: str | None = None) -> Path:
     connect = p.worker.url
+    kafka_at = f'conn: "{kafka_conn}"' if kafka_conn else f'bootstrap: "{p.kafka.bootstrap}"'
     ids = "select id, event_time from {t} where event_time >= :start and event_time < :end"
     flows = ""
     for flow, table, connector in (("warehouse_flow", "warehouse", "load-warehouse"),
@@ -141,7 +142,7 @@ def _config(p: Pipeline, tmp: Path) -> Path:
         ids: "{ids.format(t='orders')}"
       - name: cdc
         type: kafka
-        bootstrap: "{p.kafka.bootstrap}"
+        {kafka_at}
         topic: shop.public.orders
         connector: {{name: shop-cdc, url: "{connect}"}}
       - name: {table}
@@ -271,3 +272,35 @@ def test_check_names_a_failed_connector_task_and_a_loss_after_it_has_that_cause(
     assert lost.cause.code == "connector_task_failed", lost.cause
     assert any("task 0 FAILED" in e for e in lost.cause.evidence)
     assert "K7-task-failed" in {f.rule for f in r.risks}
+
+
+def test_a_principal_that_may_not_read_the_dead_letter_queue_is_told_before_the_run(
+        pipeline: Pipeline, spark: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over SASL_SSL as the least-privilege principal: without READ and DESCRIBE on the sink's
+    dead-letter queue, its records would be reported lost; the stage step names the ACL
+    instead, and with it granted the queue is read over the same listener."""
+    import json
+    import uuid
+
+    from harness.services.kafka_security import grant, reader_acls
+    from kafka_recon.errors import TopicError
+
+    p = pipeline
+    assert p.kafka.security is not None
+    conn = f"kafka_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn.upper()}", json.dumps(
+        {"conn_type": "kafka", "extra": p.kafka.security.sasl(p.kafka.sasl_bootstrap)}))
+    grant(p.kafka.bootstrap, "recon", reader_acls(TOPIC, []))
+    config = _config(p, tmp_path, kafka_conn=conn)
+    run = orchestrate.load("warehouse_flow", p.start.isoformat(), p.end.isoformat(), config,
+                           tmp_path / "denied")
+    with pytest.raises(TopicError, match=r"lacks 1 ACL\(s\) to read connector "
+                                         r"'load-warehouse''s dead-letter queue: DESCRIBE on "
+                                         r"Topic:warehouse.dlq"):
+        orchestrate.stage(run)
+    grant(p.kafka.bootstrap, "recon", [("TOPIC", "warehouse.dlq", "LITERAL", op)
+                                       for op in ("READ", "DESCRIBE")])
+    _, r = _run(p, spark, config, "warehouse_flow", tmp_path / "granted")
+    dead = next(f for f in r.record_findings if f.kind == "dead_lettered")
+    assert dead.count == len(POISON) and not any(f.kind == "loss" for f in r.record_findings)
