@@ -40,7 +40,7 @@ from harness.drill.runner import (
     compare_causes,
     found_findings,
 )
-from harness.drill.truth import Key, chain_findings
+from harness.drill.truth import Key, chain_findings, read_topic
 from harness.services.connect import ConnectWorker, debezium_postgres, sql_sink
 from harness.services.kafka import KafkaCluster
 
@@ -179,13 +179,8 @@ WITH_QUEUE = {**ERRORS_ALL, "errors.deadletterqueue.topic.replication.factor": 1
 
 
 # ------------------------------------------------------------------ the acts
-def c1(lab: Lab) -> None:
-    made = lab.insert(300, poison={17, 90, 91, 211, 250})
-    lab.loaded(len(made) - 5)
-    lab.note("300 rows written, 5 of them with no customer (the sink's table refuses them)")
-
-
-def c2(lab: Lab) -> None:
+def refused_rows(lab: Lab) -> None:
+    """C1 and C2: rows the sink's table refuses, among rows it loads."""
     made = lab.insert(300, poison={17, 90, 91, 211, 250})
     lab.loaded(len(made) - 5)
     lab.note("300 rows written, 5 of them with no customer (the sink's table refuses them)")
@@ -255,9 +250,10 @@ def c5(lab: Lab) -> None:
 CONNECT_SCENARIOS: dict[str, ConnectScenario] = {s.id: s for s in [
     ConnectScenario("C1", "sink with errors.tolerance=all and no dead-letter queue, given rows "
                     "its table refuses", "004", [("loss", "consume", "cdc->sink")],
-                    ("skipped_by_error_tolerance",), c1, ERRORS_ALL),
+                    ("skipped_by_error_tolerance",), refused_rows, ERRORS_ALL),
     ConnectScenario("C2", "the same sink with a dead-letter queue", "004",
-                    [("dead_lettered", "consume", "cdc->sink")], ("dead_letter_queue",), c2,
+                    [("dead_lettered", "consume", "cdc->sink")], ("dead_letter_queue",),
+                    refused_rows,
                     WITH_QUEUE, dead_letters=True),
     ConnectScenario("C3", "the sinks' Connect worker SIGKILLed mid-batch and restarted", "000, 003",
                     [("duplicate", "consume", "cdc->sink")], ("redelivery_after_crash",), c3,
@@ -337,47 +333,21 @@ def _changes(bootstrap: str, topic: str, start: datetime, end: datetime, closes:
              ) -> Counter[int]:
     """Each window row's captures in a change topic: once per create or snapshot read, once
     at least when only updated or deleted (a plain consumer, every partition from its start)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka-recon-drill-truth",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 0})
     made: Counter[int] = Counter()
     seen: set[int] = set()
-    try:
-        md = c.list_topics(topic, timeout=15).topics.get(topic)
-        if md is None or md.error is not None:
-            return made
-        tps = []
-        for p in sorted(md.partitions):
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=15,
-                                                cached=False)
-            if high > low:
-                tps.append(TopicPartition(topic, p, low))
-        c.assign(tps)
-        pending = {tp.partition for tp in tps}
-        while pending:
-            m: Any = c.poll(15)
-            if m is None:
-                raise RuntimeError(f"truth: topic '{topic}' stopped answering while read")
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard(m.partition())
-                    continue
-                raise RuntimeError(f"truth: reading '{topic}': {m.error()}")
-            if m.value() is None or m.timestamp()[1] >= int(closes.timestamp() * 1000):
-                continue
-            change = json.loads(m.value())
-            row = change.get("before") if change.get("op") == "d" else change.get("after")
-            if not row:
-                continue
-            at = datetime.fromisoformat(str(row["event_time"]).replace("Z", "+00:00"))
-            if not start <= at < end:
-                continue
-            seen.add(int(row["id"]))
-            if change.get("op") in ("c", "r"):
-                made[int(row["id"])] += 1
-    finally:
-        c.close()
+    for m in read_topic(bootstrap, topic):
+        if m.value() is None or m.timestamp()[1] >= int(closes.timestamp() * 1000):
+            continue
+        change = json.loads(m.value())
+        row = change.get("before") if change.get("op") == "d" else change.get("after")
+        if not row:
+            continue
+        at = datetime.fromisoformat(str(row["event_time"]).replace("Z", "+00:00"))
+        if not start <= at < end:
+            continue
+        seen.add(int(row["id"]))
+        if change.get("op") in ("c", "r"):
+            made[int(row["id"])] += 1
     for i in seen - set(made):
         made[i] = 1
     return made

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -85,28 +86,26 @@ def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
     return {"id": inner["id"], "ts": inner["at"]} if isinstance(inner, dict) else rec
 
 
-def topic_ids(bootstrap: str, topic: str, start: datetime, end: datetime,
-              closes: datetime) -> tuple[Counter[int], set[int]]:
-    """(ids of window records in the topic, those that arrived late), read record by record."""
+def read_topic(bootstrap: str, topic: str) -> Iterator[Any]:
+    """Every record of a topic (read_committed, every partition from its log start, none of a
+    topic that does not exist), by a plain consumer apart from the reconciliation."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka-recon-drill-truth",
                   "enable.auto.commit": False, "isolation.level": "read_committed",
                   "enable.partition.eof": True, "log_level": 0})
     try:
-        md = c.list_topics(topic, timeout=15)
-        parts = sorted(md.topics[topic].partitions)
+        md = c.list_topics(topic, timeout=15).topics.get(topic)
+        if md is None or md.error is not None:
+            return
         tps = []
-        for p in parts:
+        for p in sorted(md.partitions):
             low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=15,
                                                 cached=False)
             if high > low:
                 tps.append(TopicPartition(topic, p, low))
         c.assign(tps)
         pending = {tp.partition for tp in tps}
-        seen: Counter[int] = Counter()
-        late: set[int] = set()
-        s_ms, e_ms, c_ms = (int(t.timestamp() * 1000) for t in (start, end, closes))
         while pending:
             m: Any = c.poll(15)
             if m is None:
@@ -116,18 +115,28 @@ def topic_ids(bootstrap: str, topic: str, start: datetime, end: datetime,
                     pending.discard(m.partition())
                     continue
                 raise RuntimeError(f"truth: reading '{topic}': {m.error()}")
-            rec = record_fields(json.loads(m.value()))
-            event_ms = int(datetime.fromisoformat(rec["ts"].replace("Z", "+00:00"))
-                           .timestamp() * 1000)
-            kafka_ms = m.timestamp()[1]
-            if not s_ms <= event_ms < e_ms or kafka_ms >= c_ms:
-                continue  # outside the window, or after grace: not the window's record
-            seen[int(rec["id"])] += 1
-            if kafka_ms >= e_ms:
-                late.add(int(rec["id"]))
-        return seen, late
+            yield m
     finally:
         c.close()
+
+
+def topic_ids(bootstrap: str, topic: str, start: datetime, end: datetime,
+              closes: datetime) -> tuple[Counter[int], set[int]]:
+    """(ids of window records in the topic, those that arrived late), read record by record."""
+    seen: Counter[int] = Counter()
+    late: set[int] = set()
+    s_ms, e_ms, c_ms = (int(t.timestamp() * 1000) for t in (start, end, closes))
+    for m in read_topic(bootstrap, topic):
+        rec = record_fields(json.loads(m.value()))
+        event_ms = int(datetime.fromisoformat(rec["ts"].replace("Z", "+00:00"))
+                       .timestamp() * 1000)
+        kafka_ms = m.timestamp()[1]
+        if not s_ms <= event_ms < e_ms or kafka_ms >= c_ms:
+            continue  # outside the window, or after grace: not the window's record
+        seen[int(rec["id"])] += 1
+        if kafka_ms >= e_ms:
+            late.add(int(rec["id"]))
+    return seen, late
 
 
 def chain_findings(chain: list[tuple[str, Counter[int]]], sides: list[str]

@@ -171,36 +171,37 @@ class ConnectWorker(Service):
     def put_connector(self, name: str, config: dict[str, Any]) -> None:
         self.call("PUT", f"/connectors/{name}/config", {k: str(v) for k, v in config.items()})
 
-    def wait_running(self, name: str, timeout: float = 120) -> dict[str, Any]:
-        """Wait until the connector and every task of it run; a FAILED task is an error."""
+    def _status(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.get(f"/connectors/{name}/status"))
+        except ServiceError:
+            return None  # not yet created, or the worker is rebalancing
+
+    def _wait(self, name: str, what: str, done: Any, timeout: float) -> dict[str, Any]:
         deadline, status = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
-            try:
-                status = self.get(f"/connectors/{name}/status")
-            except ServiceError:
-                status = None
-            if status and status["connector"]["state"] == "RUNNING" and status["tasks"] and \
-                    all(t["state"] == "RUNNING" for t in status["tasks"]):
-                return dict(status)
-            failed = [t for t in (status or {}).get("tasks", []) if t["state"] == "FAILED"]
+            status = self._status(name)
+            if status and done(status):
+                return status
+            time.sleep(1)
+        raise ServiceError(f"connector {name} not {what} after {timeout:.0f}s: {status}")
+
+    def wait_running(self, name: str, timeout: float = 120) -> dict[str, Any]:
+        """Wait until the connector and every task of it run; a FAILED task is an error."""
+        def running(status: dict[str, Any]) -> bool:
+            failed = [t for t in status.get("tasks", []) if t["state"] == "FAILED"]
             if failed:
                 raise ServiceError(f"connector {name}: task FAILED: "
                                    f"{failed[0].get('trace', '')[:1500]}")
-            time.sleep(1)
-        raise ServiceError(f"connector {name} not RUNNING after {timeout:.0f}s: {status}")
+            return bool(status["connector"]["state"] == "RUNNING" and status["tasks"] and all(
+                t["state"] == "RUNNING" for t in status["tasks"]))
+
+        return self._wait(name, "RUNNING", running, timeout)
 
     def wait_state(self, name: str, task_state: str, timeout: float = 120) -> dict[str, Any]:
-        deadline, status = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
-            try:
-                status = self.get(f"/connectors/{name}/status")
-            except ServiceError:
-                status = None
-            if status and any(t["state"] == task_state for t in status.get("tasks", [])):
-                return dict(status)
-            time.sleep(1)
-        raise ServiceError(f"connector {name}: no task {task_state} after {timeout:.0f}s: "
-                           f"{status}")
+        """Wait until a task of the connector is in `task_state` (FAILED, ...)."""
+        return self._wait(name, f"with a task {task_state}", lambda status: any(
+            t["state"] == task_state for t in status.get("tasks", [])), timeout)
 
     # ------------------------------------------------------------------ lifecycle
     def kill(self) -> None:
