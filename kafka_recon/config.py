@@ -468,8 +468,23 @@ class Point:
             isinstance(self.tier, SqlTier) and self.tier.ids is not None)
 
 
+VolumeCheck = Literal["off", "warn", "fail"]
+
+
 class Volume(_Strict):
-    """The volume band for flows with no upstream count: same weekday, trailing weeks."""
+    """Each tier's volume judged against its own history, bucket by bucket (`check`, `width`,
+    `days`, `references`); and, for flows with no upstream count, the whole window against
+    the same weekday of trailing weeks (`weeks`, `band`, `min_history`)."""
+    check: VolumeCheck = "warn"
+    """What a bucket outside its band does: off (not judged), warn (a `volume` finding that
+    leaves the window ok) or fail (a `volume` finding that fails it)."""
+    width: float = Field(4.0, gt=0, le=20)
+    """The band's half-width, in standard deviations of the day-to-day spread and the count's
+    own noise (4: no false alarm in 28 seasonal days, docs/performance.md)."""
+    days: int = Field(28, ge=7, le=120)
+    """Trailing days the same bucket of the day is taken from."""
+    references: int = Field(7, ge=3)
+    """Past buckets of the same slot a band needs: with fewer, "not enough history yet"."""
     weeks: int = Field(4, ge=1, le=52)
     """How many trailing weeks of the same weekday the band is drawn from."""
     band: float = Field(0.3, gt=0, lt=1)  # each way, around the median of those windows

@@ -29,6 +29,7 @@ from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, load_flow
 from kafka_recon.errors import CannotRun, SourceUnreadable, StepFailed, UsageError, one_line
 from kafka_recon.result.model import Result, inconclusive
 from kafka_recon.runfiles.audit import Audit
+from kafka_recon.runfiles.bands import Bands
 from kafka_recon.runfiles.connectors import Connectors
 from kafka_recon.runfiles.flight import Flight
 from kafka_recon.runfiles.outcomes import Alerts, Timings, Validation
@@ -232,6 +233,10 @@ def stage_topic(run: Run) -> None:
                     preflight.check_queue(endpoint(before), c.dead_letter_topic, c.name)
         run.folder.write(audit_flow(run.flow, run.config_dir, ep, connectors))
         run.folder.write(flight_over(run.flow, run.window))
+        # what each tier's buckets usually hold, from the flow's own history
+        from kafka_recon.outputs.bands import bands_over
+
+        run.folder.write(bands_over(run.flow, run.window))
 
 
 def gather_stage(run: Run) -> Stage:
@@ -319,7 +324,8 @@ def reconcile(run: Run, spark: SparkSession,
                               stage_reasons=staged.reasons, out=str(run.out),
                               audit=run.folder.read_if(Audit),
                               flight=run.folder.read_if(Flight),
-                              connectors=run.folder.read_if(Connectors))
+                              connectors=run.folder.read_if(Connectors),
+                              bands=run.folder.read_if(Bands))
         run.folder.write(result)
     return result
 

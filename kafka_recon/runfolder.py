@@ -48,6 +48,7 @@ FILES: dict[str, str] = {
     "audit": "audit.json",
     "flight": "flight.json",
     "connectors": "connectors.json",
+    "bands": "bands.json",
     "timings": "timings.json",
     "replays": "replays.json",
     "replay_records": "replays",     # replays/<tier>/r<n>/ (Parquet)
@@ -73,7 +74,7 @@ ID_KINDS = ("missing", "unexpected", "duplicate", "filtered", "late", "unidentif
 STEPS: dict[str, tuple[str, ...]] = {
     # the run's timings start with it: a failed re-run never shows the last run's
     "stage": tuple(FILES[k] for k in ("staged", "stage", "audit", "flight", "connectors",
-                                      "timings")),
+                                      "bands", "timings")),
     "replay": tuple(FILES[k] for k in ("replay_records", "replays")),
     # a repair plan stays beside the result a re-run makes: the report then shows the window
     # before (the plan) and after its repair; the plan, made of another result, no longer

@@ -11,16 +11,24 @@ estimate it roughly) and the count's own Poisson noise (its square root), so tha
 very regular flow nor a small one is judged too tightly. A bucket with fewer references than
 `min_history` has no band: a new flow is "not enough history yet", never an alarm.
 
-Pure functions over counts: what history to give (only windows that were ok or within
-tolerance, never one with a volume finding) is the caller's.
+`expected` is a pure function over counts; `bands_over` gives it the flow's trusted history
+(only windows that were ok, judged within tolerance, never one with a volume finding:
+`outputs.history.bucket_history`) for every tier and bucket of a window.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka_recon.config import Flow
+    from kafka_recon.runfiles.bands import Bands
+    from kafka_recon.window import Window
 
 MAD_TO_SIGMA = 1.4826
 WIDTH = 4.0        # standard deviations each way (bench/bands.json: 5 alarms in 104,832)
@@ -85,3 +93,54 @@ def expected(history: dict[datetime, int], bucket: datetime, step: timedelta, *,
                 high=math.ceil(mid + width * sigma + width), median=mid,
                 references=len(refs),
                 basis=f"the same {_slot_words(step)} on {len(refs)} {kind}")
+
+
+def bands_over(flow: Flow, window: Window, history: Callable[[str, datetime, datetime],
+                                                             dict[datetime, int]] | None = None
+               ) -> Bands:
+    """Every tier's band for each bucket of the window, from the flow's trusted history
+    (`history(tier, since, until)`, default the store's: `outputs.history.bucket_history`).
+    A store that does not answer leaves the window unjudged, saying so: the volume check
+    never makes a run fail by itself."""
+    from kafka_recon.errors import StoreUnreachable, one_line
+    from kafka_recon.runfiles.bands import Bands, BucketBand
+    from kafka_recon.window import iso_z
+
+    v = flow.volume
+    if v.check == "off":
+        return Bands(check="off")
+    if history is None:
+        from kafka_recon.outputs import history as store
+
+        def history(tier: str, since: datetime, until: datetime) -> dict[datetime, int]:
+            return store.bucket_history(flow.name, tier, since, until)
+
+    step = flow.bucket
+    buckets, t = [], window.start
+    while t < window.end:
+        buckets.append(t)
+        t += step
+    out: list[BucketBand] = []
+    notes: list[str] = []
+    for point in flow.points:
+        try:
+            past = history(point.name, window.start - timedelta(days=v.days + 1),
+                           window.start)
+        except (StoreUnreachable, OSError) as exc:
+            return Bands(check=v.check, notes=[f"the history could not be read, so no "
+                                               f"volume was judged: {one_line(exc)}"])
+        unjudged = 0
+        for b in buckets:
+            band = expected(past, b, step, days=v.days, min_history=v.references,
+                            width=v.width)
+            if band is None:
+                unjudged += 1
+                continue
+            out.append(BucketBand(tier=point.name, bucket=iso_z(b), low=band.low,
+                                  high=band.high, median=band.median,
+                                  references=band.references, basis=band.basis))
+        if unjudged:
+            notes.append(f"{point.name}: {unjudged} of {len(buckets)} bucket(s) not judged, "
+                         f"not enough history yet (a band needs {v.references} past buckets "
+                         "of the same slot from windows that were ok)")
+    return Bands(check=v.check, bands=out, notes=notes)

@@ -221,6 +221,23 @@ def volume_band(flow: Flow, tier: str, start: datetime, end: datetime,
                   min=int(mid * (1 - flow.volume.band)), max=int(mid * (1 + flow.volume.band)))
 
 
+def bucket_history(flow: str, tier: str, since: datetime, until: datetime,
+                   eng: Engine | None = None) -> dict[datetime, int]:
+    """A tier's records per bucket start over [since, until), from the windows whose history
+    can be trusted: ok (judged within tolerance), and without a volume finding (an outage
+    must not become the new normal)."""
+    eng = eng or engine()
+    t, f = tier_buckets.c, findings_table.c
+    flagged = select(f.window_start).where(f.flow == flow, f.kind == "volume")
+    q = (select(t.bucket, t.records)
+         .join(runs, (runs.c.flow == t.flow) & (runs.c.window_start == t.window_start)
+               & (runs.c.window_end == t.window_end))
+         .where(t.flow == flow, t.tier == tier, t.bucket >= since, t.bucket < until,
+                runs.c.status == "ok", t.window_start.not_in(flagged)))
+    with eng.connect() as con:
+        return {_utc(b): int(n) for b, n in con.execute(q)}
+
+
 def _newest_windows() -> Subquery:
     """(flow, ws): the start of each flow's newest recorded window."""
     from sqlalchemy import func

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_recon.result.model import Cause, Result
+from kafka_recon.result.model import Cause, Finding, Result
 from kafka_recon.runfiles.outcomes import Validation
 from kafka_recon.runfiles.repair import RepairDelivery, RepairPlan
 from kafka_recon.runfolder import RunFolder, remove, write_bytes, write_text
@@ -48,6 +48,9 @@ def sentences(result: Result) -> list[str]:
     """Each finding in one sentence, the answer an owner reads first."""
     out = []
     for f in result.record_findings:  # the audit has a section of its own
+        if f.kind == "volume":
+            out.append(volume_sentence(result, f))
+            continue
         where = f.hop.replace("->", " and ")
         between = "between " if "->" in f.hop else "at "
         tol = ""
@@ -60,6 +63,24 @@ def sentences(result: Result) -> list[str]:
                    f"on the {f.side} side {between}{where}"
                    f"{when(f.buckets, result.bucket_seconds)}{tol}.{why(f.cause)}")
     return out
+
+
+def volume_sentence(result: Result, f: Finding) -> str:
+    """"orders_db held 612 records between 10:00 and 12:00; its history expects 1,800 to
+    2,400 there (the same hour on 27 days): too few." """
+    span = ""
+    if f.buckets and result.bucket_seconds:
+        step = timedelta(seconds=result.bucket_seconds)
+        first = datetime.fromisoformat(f.buckets[0].replace("Z", "+00:00"))
+        last = datetime.fromisoformat(f.buckets[-1].replace("Z", "+00:00")) + step
+        fmt = "%H:%M" if first.date() == (last - timedelta(microseconds=1)).date() \
+            else "%Y-%m-%d %H:%M"
+        span = f" between {first:{fmt}} and {last:{fmt}}"
+    low, high = f.band or (0, 0)
+    verdict = "reported, the window stays ok (volume check: warn)" if f.within_tolerance \
+        else "the window fails (volume check: fail)"
+    return (f"{result.flow}: {f.hop} held {f.count:,} records{span}; its history expects "
+            f"{low:,} to {high:,} there ({f.why}): {f.direction}, {verdict}.")
 
 
 PREVIEW_IDS = 10

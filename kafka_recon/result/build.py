@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from kafka_recon.config import (
     Flow,
@@ -40,11 +41,12 @@ from kafka_recon.result.model import (
 )
 from kafka_recon.runfiles.aggregates import Aggregates, HopTally, RetentionSplit, TierTally
 from kafka_recon.runfiles.audit import Audit
+from kafka_recon.runfiles.bands import Bands, BucketBand
 from kafka_recon.runfiles.connectors import Connectors
 from kafka_recon.runfiles.flight import Flight
 from kafka_recon.runfiles.replays import ReplayRun, Replays, TopicReplays
 from kafka_recon.sources.topic import PartitionRange, deleted_before_consumed, retention_cut
-from kafka_recon.window import Window
+from kafka_recon.window import Window, iso_z
 
 _MEASURES = ("expected", "observed", "missing", "unexpected", "duplicate")
 # a hop's finding kinds, and the hop's count each reads
@@ -124,8 +126,8 @@ class Inputs:
 def build_result(flow: Flow, window: Window, aggregates: Aggregates, replayed: Replays,
                  stage_reasons: list[str] | None = None, now: datetime | None = None,
                  out: str | None = None, audit: Audit | None = None,
-                 flight: Flight | None = None, connectors: Connectors | None = None
-                 ) -> Result:
+                 flight: Flight | None = None, connectors: Connectors | None = None,
+                 bands: Bands | None = None) -> Result:
     """The result of a run: `replayed` is each topic's replays, in the flow's order."""
     x = Inputs(flow, window, aggregates, replayed, audit or Audit(), flight or Flight(), out,
                list(stage_reasons or []), connectors or Connectors())
@@ -145,6 +147,7 @@ def build_result(flow: Flow, window: Window, aggregates: Aggregates, replayed: R
         disagree = replay_findings(x, topic, several)
         consistent = consistent and not disagree
         findings += disagree
+    findings += volume_findings(x, bands or Bands(check="off"))
     findings += audit_findings(x)
     if not window.is_closed(now or datetime.now(UTC)):
         x.reasons.append(f"the window plus grace closes at {window.closes_at.isoformat()}: "
@@ -278,6 +281,44 @@ def replay_findings(x: Inputs, topic: TopicReplays, several: bool) -> list[Findi
                      "was read (retention, truncation after an unclean election)")
     return [Finding(kind="replay_unstable", side=x.side_into(topic.tier), hop=topic.tier,
                     count=len(topic.replays), within_tolerance=False)]
+
+
+def volume_findings(x: Inputs, bands: Bands) -> list[Finding]:
+    """Each tier's buckets outside the band its history expects, consecutive ones of one
+    direction as one finding: a `warn` check reports it (within tolerance), `fail` fails the
+    window with it. Even every tier agreeing on zero is found."""
+    if bands.check == "off":
+        return []
+    out: list[Finding] = []
+    for t in x.aggregates.tiers:
+        for way, run in _outside(bands.of(t.name), t.buckets, x.flow.bucket):
+            out.append(Finding(
+                kind="volume", side=x.side_into(t.name), hop=t.name,
+                count=sum(n for _, n in run), buckets=[b.bucket for b, _ in run],
+                band=[sum(b.low for b, _ in run), sum(b.high for b, _ in run)],
+                direction=way, why=run[0][0].basis, within_tolerance=bands.check == "warn"))
+    return out
+
+
+def _outside(bands: list[BucketBand], counts: dict[str, int], step: timedelta
+             ) -> list[tuple[Literal["too few", "too many"], list[tuple[BucketBand, int]]]]:
+    """The runs of consecutive buckets that left their bands the same way, with each
+    bucket's count."""
+    runs: list[tuple[Literal["too few", "too many"], list[tuple[BucketBand, int]]]] = []
+    last: datetime | None = None
+    for b in sorted(bands, key=lambda b: b.bucket):
+        n = counts.get(b.bucket, 0)
+        at = datetime.fromisoformat(b.bucket.replace("Z", "+00:00"))
+        way: Literal["too few", "too many"] | None = \
+            "too few" if n < b.low else "too many" if n > b.high else None
+        if way is not None:
+            if runs and runs[-1][0] == way and last is not None and at - last == step \
+                    and runs[-1][1][-1][0].bucket == iso_z(last):
+                runs[-1][1].append((b, n))
+            else:
+                runs.append((way, [(b, n)]))
+        last = at
+    return runs
 
 
 def audit_findings(x: Inputs) -> list[Finding]:

@@ -18,7 +18,7 @@ from kafka_recon.runfiles.base import Part, RunFile, Side
 
 Status = Literal["ok", "findings", "inconclusive"]
 Kind = Literal["loss", "duplicate", "unexpected", "late", "replay_unstable", "unidentifiable",
-               "dead_lettered", "config_risk", "health"]
+               "dead_lettered", "volume", "config_risk", "health"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ KINDS: dict[str, KindWords] = {
                                  "read differently by replays of the same window", True),
     "dead_lettered": KindWords("dead-lettered", "routed to a dead-letter queue (not lost, "
                                "not loaded)", True),
+    "volume": KindWords("outside the volume its history expects",
+                        "outside the volume its history expects", True),
     "late": KindWords("late (inside grace)", "late (arrived inside grace, not lost)", False),
     "config_risk": KindWords("at configuration risk", "at configuration risk", False, True),
     "health": KindWords("at health risk", "at health risk", False, True),
@@ -194,10 +196,10 @@ class Cause(_Model):
 class Finding(_Model):
     _optional = frozenset({"rule", "severity", "seed", "docs", "topic", "where", "observed",
                            "recommended", "why", "fix", "blocking", "cause", "group",
-                           "offsets", "allowed"})
+                           "offsets", "allowed", "band", "direction"})
     kind: Kind
     """loss, duplicate, unexpected, late, replay_unstable, unidentifiable, dead_lettered,
-    config_risk or health."""
+    volume, config_risk or health."""
     # the audit's fields (config_risk, health)
     rule: str | None = None
     """The audit's rule (config_risk, health)."""
@@ -244,6 +246,12 @@ class Finding(_Model):
     hop's expected records); null: a kind no tolerance applies to."""
     offsets: int | None = None
     """A loss to retention: offsets deleted unread."""
+    # a volume finding's: `count` is the records its buckets held
+    band: list[int] | None = None
+    """A volume finding: the fewest and the most records its buckets were expected to hold
+    together (their bands summed)."""
+    direction: Literal["too few", "too many"] | None = None
+    """A volume finding: which way it left its band."""
 
     @property
     def words(self) -> KindWords:

@@ -7,6 +7,8 @@ and writes them; the steps take and return these models, never bare dictionaries
     flight.json                      flight     the flight recorder's timeline per topic
     connectors.json                  connectors each Kafka Connect connector's config, status
                                                 and offsets, as its REST API gave them
+    bands.json                       bands      each tier's expected volume per bucket, from
+                                                the flow's history
     replays.json                     replays    each topic's replays and offsets
     reconcile.json                   aggregates each point's and hop's counts, and evidence
     validation.json                  validation the Great Expectations suites' outcome

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from kafka_recon.config import Flow
 from kafka_recon.outputs.bands import expected
 
 pytestmark = pytest.mark.unit
@@ -60,3 +61,93 @@ def test_the_default_band_raises_no_alarm_on_four_weeks_of_seasonal_traffic_and_
     weekday = next(d for d in reversed(days) if d.weekday() < 5)
     assert outage(history, weekday, HOUR, 14, 0.5) == (2, 2), "half the traffic gone, 2 hours"
     assert outage(history, weekday, HOUR, 2, 0.0) == (2, 2), "nothing at night, 2 hours"
+
+
+def _daily_history(per_hour: int, days: int = 14) -> dict[datetime, int]:
+    """Every hour of each past day of the window below: `per_hour` records, a little noise."""
+    out = {}
+    for d in range(1, days + 1):
+        for h in range(24):
+            t = DAY - timedelta(days=d) + timedelta(hours=h)
+            out[t] = per_hour + ((d * 7 + h) % 5) * 10 - 20
+    return out
+
+
+DAY = datetime(2026, 12, 2, tzinfo=UTC)  # a Wednesday
+
+
+def _demo(check: str = "warn") -> Flow:
+    from tests.factories import flow
+
+    f = flow("demo")
+    return f.model_copy(update={"volume": f.volume.model_copy(update={"check": check})})
+
+
+def test_every_tier_and_bucket_of_the_window_gets_its_band_from_its_own_history() -> None:
+    from kafka_recon.outputs.bands import bands_over
+    from kafka_recon.window import Window
+
+    f = _demo()
+    asked = []
+
+    def history(tier: str, since: datetime, until: datetime) -> dict[datetime, int]:
+        asked.append((tier, since, until))
+        return _daily_history(500) if tier != "warehouse" else {}
+
+    bands = bands_over(f, Window(DAY, DAY + timedelta(days=1)), history)
+    tiers = {b.tier for b in bands.bands}
+    assert tiers == {p.name for p in f.points} - {"warehouse"}
+    assert len(bands.of("orders_db")) == 24
+    b = bands.of("orders_db")[10]
+    assert b.bucket == "2026-12-02T10:00:00Z" and b.low < 500 < b.high and b.references == 14
+    assert asked[0][1] == DAY - timedelta(days=29) and asked[0][2] == DAY
+    # a tier with no history yet is not judged, and says so
+    assert bands.notes == ["warehouse: 24 of 24 bucket(s) not judged, not enough history yet "
+                           "(a band needs 7 past buckets of the same slot from windows that "
+                           "were ok)"]
+    assert bands_over(_demo("off"), Window(DAY, DAY + timedelta(days=1)),
+                      history).bands == []
+
+
+def test_a_store_that_does_not_answer_leaves_the_window_unjudged_saying_why() -> None:
+    from kafka_recon.errors import StoreUnreachable
+    from kafka_recon.outputs.bands import bands_over
+    from kafka_recon.window import Window
+
+    def down(tier: str, since: datetime, until: datetime) -> dict[datetime, int]:
+        raise StoreUnreachable("kafka-recon's store at pg1:5432 did not answer")
+
+    bands = bands_over(_demo(), Window(DAY, DAY + timedelta(days=1)), down)
+    assert bands.bands == [] and "did not answer" in bands.notes[0]
+
+
+def test_consecutive_buckets_out_of_their_bands_one_way_are_one_finding_said_in_a_sentence(
+        ) -> None:
+    from kafka_recon.outputs.report import volume_sentence
+    from kafka_recon.result.build import _outside
+    from kafka_recon.runfiles.bands import BucketBand
+    from tests.factories import finding, result
+
+    def band(h: int) -> BucketBand:
+        return BucketBand(tier="orders_db", bucket=f"2026-12-02T{h:02d}:00:00Z", low=900,
+                          high=1200, median=1000, references=14, basis="the same hour on 14 days")
+
+    counts = {f"2026-12-02T{h:02d}:00:00Z": 1000 for h in range(24)}
+    counts |= {"2026-12-02T10:00:00Z": 0, "2026-12-02T11:00:00Z": 0,   # two hours silent
+               "2026-12-02T15:00:00Z": 5000,                          # a burst
+               "2026-12-02T20:00:00Z": 100}
+    runs = _outside([band(h) for h in range(24) if h != 19], counts, timedelta(hours=1))
+    assert [(way, [b.bucket[11:13] for b, _ in run]) for way, run in runs] == [
+        ("too few", ["10", "11"]), ("too many", ["15"]), ("too few", ["20"])]
+    f = finding("volume", "write", "orders_db", 0, buckets=["2026-12-02T10:00:00Z",
+                                                              "2026-12-02T11:00:00Z"],
+                band=[1800, 2400], direction="too few", why="the same hour on 14 days",
+                within_tolerance=True)
+    r = result(findings=[f], start=DAY)
+    assert r.status == "ok"
+    assert volume_sentence(r, f) == (
+        "orders: orders_db held 0 records between 10:00 and 12:00; its history expects 1,800 "
+        "to 2,400 there (the same hour on 14 days): too few, reported, the window stays ok "
+        "(volume check: warn).")
+    failing = f.model_copy(update={"within_tolerance": False})
+    assert result(findings=[failing], start=DAY).status == "findings"
