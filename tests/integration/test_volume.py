@@ -1,0 +1,74 @@
+"""A quiet upstream is not an ok window: every tier of a flow agrees on a window in which the
+upstream wrote nothing for two hours, and each tier's own history says those buckets are far
+too quiet (issue 64). With the default check, warn, the window stays ok and the report names
+the buckets and the band; with `volume: {check: fail}` the window fails with volume findings.
+
+Real here: the broker, Spark, SQLite tiers and kafka-recon's store (SQLite), whose history is
+seeded with 14 ok days as the DAG's record step would have written them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.services.kafka import KafkaCluster
+from kafka_recon import orchestrate
+from tests.factories import iso, result, tier
+from tests.integration.engine_harness import END, START, Scenario, at
+
+pytestmark = pytest.mark.integration
+
+QUIET = ("10:00", "11:00")
+
+
+def _seed_history(days: int = 14) -> None:
+    from kafka_recon.outputs import history
+
+    for d in range(1, days + 1):
+        day = START - timedelta(days=d)
+        buckets = {iso(day + timedelta(hours=h)): 30 for h in range(24)}
+        history.record(result("f", start=day, tiers=[tier(n, 720, buckets=buckets)
+                                                     for n in ("db", "topic", "sink")]),
+                       run_dir=f"/runs/f/{day:%Y-%m-%d}")
+
+
+def test_a_quiet_upstream_every_tier_agrees_on_is_found_against_its_own_history(
+        tmp_path: Path, kafka: KafkaCluster, spark: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'store.db'}")
+    _seed_history()
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
+    # 30 records an hour in every tier, none between 10:00 and 12:00
+    rows = {i: at(i * 2) for i in range(1, 720) if not 600 <= i * 2 < 720}
+    scn.upstream(rows)
+    scn.produce(list(rows.items()))
+    scn.sink(list(rows.items()))
+
+    r = scn.reconcile(spark)
+    assert r["status"] == "ok", r
+    volume = {f["hop"]: f for f in r["findings"] if f["kind"] == "volume"}
+    assert set(volume) == {"db", "topic", "sink"}, r["findings"]
+    for f in volume.values():
+        assert [b[11:16] for b in f["buckets"]] == list(QUIET)
+        assert (f["count"], f["direction"], f["within_tolerance"]) == (0, "too few", True)
+        low, high = f["band"]
+        assert 0 < low < 60 < high, f
+    bands = (scn.out / "bands.json").read_text()
+    assert '"references": 14' in bands and "the same hour on 14 days" in bands
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    orchestrate.report(run)
+    text = (scn.out / "report.txt").read_text()
+    assert f"f: db held 0 records between {QUIET[0]} and 12:00; its history expects " in text
+    assert "reported, the window stays ok (volume check: warn)" in text
+
+    # the owners decide: with fail, the same window fails on its volume alone
+    scn.config.write_text(scn.config.read_text().replace(
+        "    replays: 2\n", "    replays: 2\n    volume: {check: fail}\n"))
+    r = scn.reconcile(spark)
+    assert r["status"] == "findings"
+    failing = [f for f in r["findings"] if f["kind"] == "volume"]
+    assert len(failing) == 3 and not any(f["within_tolerance"] for f in failing)
+    assert not any(f["kind"] in ("loss", "duplicate", "unexpected") for f in r["findings"])
