@@ -443,7 +443,7 @@ def validate(run: Run) -> Validation:
                                      run.window.end)
     hop_tolerance = {h.name: run.flow.tolerance_into(h.to) for h in result.hops}
     validation = validate_result(result, run.folder, run.flow.tolerance, volume,
-                                 hop_tolerance)
+                                 hop_tolerance, run.folder.read_if(Bands))
     run.folder.write(validation)
     return validation
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka_recon.config import Tolerance, ToleranceKind
 from kafka_recon.result.model import Hop, Result
+from kafka_recon.runfiles.bands import Bands
 from kafka_recon.runfiles.outcomes import FailedExpectation, SuiteOutcome, Validation, Volume
 from kafka_recon.runfolder import RunFolder, put_tree, remove
 from kafka_recon.settings import expectations_dir
@@ -21,7 +22,8 @@ from kafka_recon.settings import expectations_dir
 
 def validate_result(result: Result, folder: RunFolder,
                     tolerance: Tolerance, volume: Volume | None = None,
-                    hop_tolerance: dict[str, Tolerance] | None = None) -> Validation:
+                    hop_tolerance: dict[str, Tolerance] | None = None,
+                    bands: Bands | None = None) -> Validation:
     """Run the suites over `result` and build Data Docs in the run folder's `gx`.
 
     `tolerance` is the flow's; `hop_tolerance` a hop's own, by hop name (a mirror's copies).
@@ -43,7 +45,7 @@ def validate_result(result: Result, folder: RunFolder,
     scratch = None if folder.local else Path(tempfile.mkdtemp(prefix="kafka-recon-gx-"))
     run_ctx = Path(str(folder.gx)) if scratch is None else scratch / "gx"
     try:
-        validation = _validate(result, run_ctx, tolerance, volume, hop_tolerance)
+        validation = _validate(result, run_ctx, tolerance, volume, hop_tolerance, bands)
         if scratch is not None:
             put_tree(run_ctx, folder.gx)
     finally:
@@ -54,7 +56,8 @@ def validate_result(result: Result, folder: RunFolder,
 
 
 def _validate(result: Result, run_ctx: Path, tolerance: Tolerance, volume: Volume | None,
-              hop_tolerance: dict[str, Tolerance] | None) -> Validation:
+              hop_tolerance: dict[str, Tolerance] | None, bands: Bands | None = None
+              ) -> Validation:
     """The suites over `result`, in the GX file context `run_ctx` (Data Docs built there)."""
     import great_expectations as gx
     import pandas as pd
@@ -95,6 +98,8 @@ def _validate(result: Result, run_ctx: Path, tolerance: Tolerance, volume: Volum
             params.update(volume_min=volume.min, volume_max=volume.max)
             checks.append(("recon_volume", pd.DataFrame(
                 [{"tier": volume.tier, "records": volume.observed}]), "recon_volume"))
+    if bands is not None and bands.check != "off" and bands.bands:
+        checks.append(("recon_bands", _band_expectations(context, result, bands), "recon_bands"))
     suites: dict[str, SuiteOutcome] = {}
     for name, frame, label in checks:
         vd = context.validation_definitions.get(name)
@@ -112,8 +117,37 @@ def _validate(result: Result, run_ctx: Path, tolerance: Tolerance, volume: Volum
                                     label.partition("[")[2].rstrip("]"))))
         suites[label] = SuiteOutcome(success=bool(res.success), failed=failed)
     context.build_data_docs()
-    return Validation(success=all(s.success for s in suites.values()), suites=suites,
+    # with volume.check warn, a bucket out of its band is reported and fails nothing
+    counted = {k: s for k, s in suites.items()
+               if not (k == "recon_bands" and bands is not None and bands.check == "warn")}
+    return Validation(success=all(s.success for s in counted.values()), suites=suites,
                       volume=volume)
+
+
+def _band_expectations(context: Any, result: Result, bands: Bands) -> Any:
+    """The run's copy of the `recon_bands` suite filled: for each tier and bucket, its count
+    between the band its history expects (the bounds as the expectation's kwargs, the history
+    it came from in its meta, so Data Docs show the range beside the count); the rows they
+    check, as a frame."""
+    import great_expectations as gx
+    import pandas as pd
+    from great_expectations.expectations.metadata_types import FailureSeverity
+
+    counts = {t.name: t.buckets for t in result.tiers}
+    suite = context.suites.get("recon_bands")
+    for b in bands.bands:
+        suite.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(
+            column="records", min_value=b.low, max_value=b.high,
+            row_condition=f'tier=="{b.tier}" and bucket=="{b.bucket}"',
+            condition_parser="pandas",
+            severity=FailureSeverity.WARNING if bands.check == "warn"
+            else FailureSeverity.CRITICAL,
+            meta={"tier": b.tier, "bucket": b.bucket, "history": b.basis,
+                  "references": b.references, "median": b.median}))
+    suite.save()
+    return pd.DataFrame([{"tier": b.tier, "bucket": b.bucket,
+                          "records": counts.get(b.tier, {}).get(b.bucket, 0)}
+                         for b in bands.bands])
 
 
 # what each pair of the hops suite checks, as a sentence of one failing hop's row
@@ -159,6 +193,14 @@ def failure_words(suite: str, kind: str, kwargs: dict[str, Any], rows: list[dict
         if kwargs.get("column") == "count":
             return (f"the {len(rows)} replays{of} read different counts: "
                     + ", ".join(str(num(r["count"])) for r in rows))
+    if suite == "recon_bands":
+        cond = str(kwargs.get("row_condition") or "")
+        row = next((r for r in rows if f'tier=="{r["tier"]}" and bucket=="{r["bucket"]}"'
+                    in cond), None)
+        if row is not None:
+            return (f"{row['tier']}: {num(row['records'])} records in the bucket of "
+                    f"{row['bucket']}, expected between {kwargs.get('min_value')} and "
+                    f"{kwargs.get('max_value')}")
     if suite == "recon_volume" and rows:
         r = rows[0]
         return (f"{r['tier']}: {num(r['records'])} records, expected between "

@@ -8,6 +8,7 @@ seeded with 14 ok days as the DAG's record step would have written them."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,19 @@ def test_a_quiet_upstream_every_tier_agrees_on_is_found_against_its_own_history(
     bands = (scn.out / "bands.json").read_text()
     assert '"references": 14' in bands and "the same hour on 14 days" in bands
     run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    # the bands as Great Expectations: one per tier and bucket, its bounds as kwargs and its
+    # history in the meta; with warn they fail nothing
+    validation = orchestrate.validate(run)
+    assert validation.success, validation
+    bands_suite = validation.suites["recon_bands"]
+    assert not bands_suite.success
+    said = sorted(f.words for f in bands_suite.failed)
+    assert len(said) == 6 and said[0].startswith("db: 0 records in the bucket of "), said
+    suite = json.loads((scn.out / "gx" / "expectations" / "recon_bands.json").read_text())
+    assert len(suite["expectations"]) == 3 * 24
+    first = suite["expectations"][0]
+    assert first["meta"]["history"] == "the same hour on 14 days"
+    assert {"min_value", "max_value", "row_condition"} <= set(first["kwargs"])
     orchestrate.report(run)
     text = (scn.out / "report.txt").read_text()
     assert f"f: db held 0 records between {QUIET[0]} and 12:00; its history expects " in text
