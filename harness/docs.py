@@ -291,6 +291,7 @@ def flow_config_md() -> str:
         Drops,
         Flow,
         FlumeTier,
+        Freshness,
         KafkaTier,
         RecordSpec,
         Repair,
@@ -307,7 +308,7 @@ def flow_config_md() -> str:
            "an unknown one is refused, and `kafka-recon check` names each error on a line of "
            "its own. How the fields are used: [Flows](../flows.md).", ""]
     for model in (Flow, RecordSpec, SqlTier, FlumeTier, KafkaTier, TableTier, Connector,
-                  Tolerance, Drops, Volume, Alert, Repair):
+                  Tolerance, Drops, Volume, Freshness, Alert, Repair):
         doc = (model.__doc__ or "").strip()
         out += [f"## {model.__name__}", ""]
         if doc and not doc.startswith(model.__name__ + "("):

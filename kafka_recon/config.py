@@ -493,6 +493,18 @@ class Volume(_Strict):
     """Windows of history needed before the band is judged at all."""
 
 
+class Freshness(_Strict):
+    """How recent each tier's newest record of the window must be: a tier that stopped (a sink
+    that stopped loading at 14:10) is found at the time it stopped, even when the tiers before
+    it went quiet too."""
+    check: VolumeCheck = "warn"
+    """What a stale tier does: off, warn (a `freshness` finding that leaves the window ok) or
+    fail (a finding that fails it)."""
+    after: Duration | None = None
+    """How long before the window's end a tier's newest record may be (unset: not judged).
+    A topic is judged by its records' event times and, beside them, their Kafka timestamps."""
+
+
 AlertEvent = Literal["findings", "inconclusive", "recovery"]
 
 
@@ -580,7 +592,10 @@ class Flow(_Strict):
     tolerance: Tolerance = Tolerance()
     """What a hop may show before its window fails (per tier: the tier's `tolerance`)."""
     volume: Volume = Volume()
-    """The volume band, for flows with no upstream count."""
+    """Each tier's volume per bucket against its own history; and the whole-window band of
+    flows with no upstream count."""
+    freshness: Freshness = Freshness()
+    """How recent each tier's newest record must be at the window's end."""
     alerts: list[Alert] = []
     """Where else the owners hear of a window: Slack, PagerDuty."""
     spark: dict[str, str] = {}

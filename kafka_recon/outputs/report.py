@@ -51,6 +51,11 @@ def sentences(result: Result) -> list[str]:
         if f.kind == "volume":
             out.append(volume_sentence(result, f))
             continue
+        if f.kind == "freshness":
+            verdict = "reported, the window stays ok (freshness check: warn)" \
+                if f.within_tolerance else "the window fails (freshness check: fail)"
+            out.append(f"{result.flow}: {f.hop} stopped: {f.why}; {verdict}.")
+            continue
         where = f.hop.replace("->", " and ")
         between = "between " if "->" in f.hop else "at "
         tol = ""

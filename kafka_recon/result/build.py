@@ -148,6 +148,7 @@ def build_result(flow: Flow, window: Window, aggregates: Aggregates, replayed: R
         consistent = consistent and not disagree
         findings += disagree
     findings += volume_findings(x, bands or Bands(check="off"))
+    findings += freshness_findings(x)
     findings += audit_findings(x)
     if not window.is_closed(now or datetime.now(UTC)):
         x.reasons.append(f"the window plus grace closes at {window.closes_at.isoformat()}: "
@@ -176,7 +177,8 @@ def tier_of(x: Inputs, t: TierTally) -> Tier:
                 where=where_of(place.tier) if place else None,
                 buckets=dict(sorted(t.buckets.items())),  # the chart and the history
                 estimate=topic.estimate if topic else None,
-                late=(t.late or 0) if topic else None, as_of=t.as_of)
+                late=(t.late or 0) if topic else None, as_of=t.as_of,
+                newest=t.newest, newest_arrival=t.newest_arrival)
 
 
 def hop_of(x: Inputs, h: HopTally) -> Hop:
@@ -298,6 +300,33 @@ def volume_findings(x: Inputs, bands: Bands) -> list[Finding]:
                 band=[sum(b.low for b, _ in run), sum(b.high for b, _ in run)],
                 direction=way, why=run[0][0].basis, within_tolerance=bands.check == "warn"))
     return out
+
+
+def freshness_findings(x: Inputs) -> list[Finding]:
+    """Each id tier whose newest record of the window is older than the window's end by more
+    than the flow's `freshness.after`: it stopped then (a warn check reports it, fail fails
+    the window). A count-only tier has no record times and is not judged."""
+    f = x.flow.freshness
+    if f.check == "off" or f.after is None:
+        return []
+    limit = x.window.end - f.after
+    out = []
+    for t in x.aggregates.tiers:
+        if not t.exact:
+            continue
+        newest = datetime.fromisoformat(t.newest.replace("Z", "+00:00")) if t.newest else None
+        if newest is None or newest < limit:
+            out.append(Finding(kind="freshness", side=x.side_into(t.name), hop=t.name,
+                               count=t.count, newest=t.newest, within_tolerance=f.check == "warn",
+                               why=f"no record after {t.newest or 'the window start'}, more "
+                                   f"than {_span(f.after)} before the window's end"))
+    return out
+
+
+def _span(d: timedelta) -> str:
+    s = int(d.total_seconds())
+    h, m = divmod(s // 60, 60)
+    return f"{h}h{m:02d}m" if h and m else f"{h}h" if h else f"{m}m" if m else f"{s}s"
 
 
 def _outside(bands: list[BucketBand], counts: dict[str, int], step: timedelta

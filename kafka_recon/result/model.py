@@ -18,7 +18,7 @@ from kafka_recon.runfiles.base import Part, RunFile, Side
 
 Status = Literal["ok", "findings", "inconclusive"]
 Kind = Literal["loss", "duplicate", "unexpected", "late", "replay_unstable", "unidentifiable",
-               "dead_lettered", "volume", "config_risk", "health"]
+               "dead_lettered", "volume", "freshness", "config_risk", "health"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ KINDS: dict[str, KindWords] = {
                                "not loaded)", True),
     "volume": KindWords("outside the volume its history expects",
                         "outside the volume its history expects", True),
+    "freshness": KindWords("stale (no newer record)", "without a newer record", True),
     "late": KindWords("late (inside grace)", "late (arrived inside grace, not lost)", False),
     "config_risk": KindWords("at configuration risk", "at configuration risk", False, True),
     "health": KindWords("at health risk", "at health risk", False, True),
@@ -83,7 +84,7 @@ class Bucket(_Model):
 
 
 class Tier(_Model):
-    _optional = frozenset({"estimate", "late", "where", "as_of"})
+    _optional = frozenset({"estimate", "late", "where", "as_of", "newest", "newest_arrival"})
     name: str
     """The counting point: a tier, or a Flume tier's `<tier>.source` / `<tier>.sink`."""
     count: int | None
@@ -105,6 +106,11 @@ class Tier(_Model):
     as_of: int | None = None
     """A table tier: the Iceberg snapshot id or Delta version read; the tier's `as_of` set to it
     reads the same state again."""
+    newest: str | None = None
+    """An id tier: the latest event time of its window records, ISO 8601 UTC (how fresh it
+    is)."""
+    newest_arrival: str | None = None
+    """A topic: the latest Kafka (log-append or create) timestamp of its window records."""
 
 
 class Hop(_Model):
@@ -196,10 +202,10 @@ class Cause(_Model):
 class Finding(_Model):
     _optional = frozenset({"rule", "severity", "seed", "docs", "topic", "where", "observed",
                            "recommended", "why", "fix", "blocking", "cause", "group",
-                           "offsets", "allowed", "band", "direction"})
+                           "offsets", "allowed", "band", "direction", "newest"})
     kind: Kind
     """loss, duplicate, unexpected, late, replay_unstable, unidentifiable, dead_lettered,
-    volume, config_risk or health."""
+    volume, freshness, config_risk or health."""
     # the audit's fields (config_risk, health)
     rule: str | None = None
     """The audit's rule (config_risk, health)."""
@@ -252,6 +258,9 @@ class Finding(_Model):
     together (their bands summed)."""
     direction: Literal["too few", "too many"] | None = None
     """A volume finding: which way it left its band."""
+    newest: str | None = None
+    """A freshness finding: the tier's latest record time in the window (when it stopped);
+    null: the window holds no record of it at all."""
 
     @property
     def words(self) -> KindWords:
@@ -259,6 +268,11 @@ class Finding(_Model):
 
     def short(self) -> str:
         """The finding in the verdict's words: count, kind, side and hop."""
+        if self.kind == "freshness":
+            return f"{self.hop} stale: no record after {self.newest or 'the window start'}"
+        if self.kind == "volume" and self.band:
+            return (f"{self.hop} held {self.count} record(s), {self.direction} for its "
+                    f"history ({self.band[0]}-{self.band[1]})")
         return f"{self.count} record(s) {self.words.short} on the {self.side} side ({self.hop})"
 
     @property
@@ -349,10 +363,16 @@ class Result(_Model, RunFile):
             what = "could not see every record"
         elif self.status == "findings":
             counts: dict[str, int] = {}
+            said: list[str] = []  # a tier's volume or freshness: no count of records to sum
             for f in self.record_findings:
-                if f.fails:
+                if f.fails and f.kind == "freshness":
+                    said.append(f"{f.hop} stale")
+                elif f.fails and f.kind == "volume":
+                    said.append(f"{f.hop} {f.direction}")
+                elif f.fails:
                     counts[f.words.short] = counts.get(f.words.short, 0) + f.count
-            what = ", ".join(f"{n:,} {words}" for words, n in counts.items())
+            what = ", ".join([f"{n:,} {words}" for words, n in counts.items()]
+                             + list(dict.fromkeys(said)))
         else:
             what = ("within tolerance" if any(f.words.failure for f in self.record_findings)
                     else "every record accounted for")

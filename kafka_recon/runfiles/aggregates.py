@@ -49,6 +49,8 @@ class TierTally(Part):
     late: int | None = None       # a topic: window records that arrived after it closed
     late_file: str | None = None
     late_buckets: dict[str, int] = {}
+    newest: str | None = None     # an id tier: its latest event time in the window (ISO)
+    newest_arrival: str | None = None  # a topic: the latest Kafka timestamp among them
     as_of: int | None = None      # a table: the Iceberg snapshot or Delta version read
     writers: list[StreamWriter] | None = None  # a Delta table: its streaming writers
 

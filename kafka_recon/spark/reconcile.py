@@ -71,7 +71,7 @@ from kafka_recon.spark.tally import (
     tally_keeping_findings,
     to_read,
 )
-from kafka_recon.window import Window
+from kafka_recon.window import Window, from_micros, iso_z
 
 Tallies = dict[tuple[str, int], dict[str, Any]]
 FINDING_KINDS = ("missing", "unexpected", "duplicate")
@@ -286,6 +286,10 @@ def tier_tally(flow: Flow, window: Window, folder: RunFolder, staged: Stage, ids
     tally = TierTally(name=point.name, type=point.tier.type, count=sum(got.values()),
                       distinct=sum(counts.per_id.get(("present", k), {}).values()),
                       buckets=got, exact=True, unidentifiable=sum(bad.values()))
+    for key in ("newest", "newest_arrival"):  # how fresh the tier is
+        latest = counts.per_record.get((key, k), {})
+        if latest:
+            setattr(tally, key, iso_z(from_micros(max(latest.values()))))
     if k in ids.tables:
         tally.as_of, tally.writers = ids.tables[k].as_of, ids.tables[k].writers
     if tally.unidentifiable:

@@ -21,31 +21,37 @@ from kafka_recon.window import from_micros, iso_z, micros
 
 def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket_seconds: int,
                  time_col: str, is_topic: bool) -> DataFrame:
-    """(kind, at, bucket, part, offset, value) per record of one id tier: `record` for each
-    window record (its event's bucket); `unidentifiable` for each record whose id or event time
-    cannot be read (bucketed by the time that is known, null when none is); for the topic,
-    `late` for each window record that reached it after the window closed, and `span` for each
-    window record under its partition (`part`, with its offset)."""
+    """(kind, at, bucket, part, offset, when, arrived, value) per record of one id tier:
+    `record` for each window record (its event's bucket, its event time as `when` and, in a
+    topic, its Kafka timestamp as `arrived`: their latest per bucket is how fresh the tier is);
+    `unidentifiable` for each record whose id or event time cannot be read (bucketed by the
+    time that is known, null when none is); for the topic, `late` for each window record that
+    reached it after the window closed, and `span` for each window record under its partition
+    (`part`, with its offset)."""
     ok = identifiable(raw)
     inside = ok & (F.col("event_time") >= F.lit(start)) & (F.col("event_time") < F.lit(end))
     bucket = bucket_of(F.col("event_time"), start, bucket_seconds)
     none = F.lit(None)
 
-    def mark(cond: Column, kind: str, when: Column, part: Column = none) -> Column:
+    def mark(cond: Column, kind: str, when: Column, part: Column = none,
+             at_time: Column = none, arrived: Column = none) -> Column:
         return F.when(cond, F.struct(F.lit(kind).alias("kind"),
                                      when.cast("timestamp").alias("bucket"),
                                      part.cast("int").alias("part"),
                                      (F.col("offset") if is_topic else none).cast("long")
-                                     .alias("offset")))
+                                     .alias("offset"),
+                                     at_time.cast("timestamp").alias("when"),
+                                     arrived.cast("timestamp").alias("arrived")))
 
-    cols = [mark(inside, "record", bucket),
+    cols = [mark(inside, "record", bucket, at_time=F.col("event_time"),
+                 arrived=F.col("kafka_ts") if is_topic else none),
             mark(~ok, "unidentifiable", bucket_of(F.col(time_col), start, bucket_seconds))]
     if is_topic:
         cols += [mark(inside & (F.col("kafka_ts") >= F.lit(end)), "late", bucket),
                  mark(inside, "span", none, F.col("partition"))]
     return (raw.select(F.explode(F.array(*cols)).alias("m")).where(F.col("m").isNotNull())
             .select("m.kind", F.lit(at).alias("at"), "m.bucket", "m.part", "m.offset",
-                    F.lit(1).cast("long").alias("value")))
+                    "m.when", "m.arrived", F.lit(1).cast("long").alias("value")))
 
 
 def tally(df: DataFrame) -> DataFrame:
@@ -55,6 +61,8 @@ def tally(df: DataFrame) -> DataFrame:
     aggs = [F.sum("value").alias("n")]
     if "offset" in df.columns:
         aggs += [F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset")]
+    if "when" in df.columns:
+        aggs += [F.max("when").alias("newest"), F.max("arrived").alias("newest_arrival")]
     return df.groupBy(*keys).agg(*aggs)
 
 
@@ -101,9 +109,16 @@ def to_read(findings: DataFrame, per_id: dict[tuple[str, int], dict[str, Any]]
 
 def tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
     """Marks tallied, a few rows to the driver: {(kind, at): {bucket: n}} (a null bucket as
-    ''); for `span` marks {(kind, at): {partition: {records, first_offset, last_offset}}}."""
+    ''); for `span` marks {(kind, at): {partition: {records, first_offset, last_offset}}}; for
+    `record` marks also {("newest", at): {bucket: epoch micros}} and ("newest_arrival", at),
+    the latest event time and Kafka timestamp of each bucket."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in tally(marked).withColumn("bucket", micros("bucket")).collect():
+    rows = tally(marked).withColumn("bucket", micros("bucket"))
+    latest = "newest" in rows.columns
+    if latest:  # times cross to the driver as epoch micros, whatever the host's zone
+        rows = rows.withColumns({"newest": micros("newest"),
+                                 "newest_arrival": micros("newest_arrival")})
+    for r in rows.collect():
         into = out.setdefault((r["kind"], int(r["at"])), {})
         if r["kind"] == "span":
             into[str(r["part"])] = {"records": int(r["n"]),
@@ -112,6 +127,10 @@ def tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
         else:
             bucket = iso_z(from_micros(r["bucket"])) if r["bucket"] is not None else ""
             into[bucket] = int(r["n"] or 0)
+            for key in ("newest", "newest_arrival") if latest and r["kind"] == "record" \
+                    else ():
+                if r[key] is not None:
+                    out.setdefault((key, int(r["at"])), {})[bucket] = int(r[key])
     return out
 
 

@@ -86,3 +86,35 @@ def test_a_quiet_upstream_every_tier_agrees_on_is_found_against_its_own_history(
     failing = [f for f in r["findings"] if f["kind"] == "volume"]
     assert len(failing) == 3 and not any(f["within_tolerance"] for f in failing)
     assert not any(f["kind"] in ("loss", "duplicate", "unexpected") for f in r["findings"])
+
+
+def test_a_sink_that_stopped_loading_is_found_at_the_time_it_stopped_though_all_agree(
+        tmp_path: Path, kafka: KafkaCluster, spark: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upstream went quiet at 14:10 and the sink stopped loading then: every tier agrees,
+    no volume history yet, and `freshness.after` still names 14:10 for each."""
+    monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'store.db'}")
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
+    rows = {i: at(i * 2) for i in range(1, 426)}  # the last at 14:10
+    scn.upstream(rows)
+    scn.produce(list(rows.items()))
+    scn.sink(list(rows.items()))
+    scn.config.write_text(scn.config.read_text().replace(
+        "    replays: 2\n", "    replays: 2\n    freshness: {after: 2h, check: fail}\n"))
+    r = scn.reconcile(spark)
+    assert r["status"] == "findings", r
+    stale = {f["hop"]: f for f in r["findings"] if f["kind"] == "freshness"}
+    assert set(stale) == {"db", "topic", "sink"}
+    stopped = iso(at(850))
+    assert all(f["newest"] == stopped for f in stale.values()), stale
+    assert "no record after " + stopped in stale["sink"]["why"]
+    assert not any(f["kind"] in ("loss", "volume") for f in r["findings"])
+    tiers = {t["name"]: t for t in r["tiers"]}
+    assert tiers["topic"]["newest"] == stopped and tiers["topic"]["newest_arrival"] == stopped
+    run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
+    from kafka_recon.result.model import Result
+
+    result = Result.load(scn.out / "result.json")
+    assert result.subject().startswith("FINDINGS f: db stale, topic stale, sink stale")
+    orchestrate.report(run)
+    assert f"f: sink stopped: no record after {stopped}" in (scn.out / "report.txt").read_text()
