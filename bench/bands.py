@@ -48,16 +48,19 @@ def traffic(peak: int, step: timedelta, seed: int) -> dict[datetime, int]:
 
 
 def judged(history: dict[datetime, int], step: timedelta, days: list[datetime]
-           ) -> tuple[int, int, int, list[str]]:
-    """(buckets judged, flagged, without a band, what was flagged) over `days`."""
-    from kafka_recon.outputs.bands import expected
+           ) -> tuple[int, int, int, list[str], int]:
+    """(buckets judged, out of their bands, without a band, what was out, alarms) over
+    `days`: an alarm is what a run reports (`result.bands.alarms`: two buckets in a row out
+    one way, or one beyond its far band), a day at a time as a daily window sees it."""
+    from kafka_recon.result.bands import alarms, expected
 
-    total = flagged = unjudged = 0
+    total = flagged = unjudged = raised = 0
     said = []
     for day in days:
-        t = day
+        t, slots = day, []
         while t < day + timedelta(days=1):
             band = expected(history, t, step)
+            slots.append((history[t], band))
             total += 1
             if band is None:
                 unjudged += 1
@@ -65,25 +68,35 @@ def judged(history: dict[datetime, int], step: timedelta, days: list[datetime]
                 flagged += 1
                 said.append(f"{t:%Y-%m-%d %H:%M} {history[t]} not in {band.low}-{band.high}")
             t += step
-    return total, flagged, unjudged, said
+        raised += len(alarms(slots))
+    return total, flagged, unjudged, said, raised
 
 
 def outage(history: dict[datetime, int], day: datetime, step: timedelta, start_hour: int,
-           keep: float) -> tuple[int, int]:
+           keep: float) -> tuple[int, int, bool]:
     """The day with `keep` of its traffic for two hours from `start_hour`: (buckets in the
-    outage, of them flagged)."""
-    from kafka_recon.outputs.bands import expected
+    outage, of them out of their bands, whether the day's window raises an alarm in it)."""
+    from kafka_recon.result.bands import alarms, expected
 
     hit = dict(history)
-    t, end = day + timedelta(hours=start_hour), day + timedelta(hours=start_hour + 2)
-    inside = caught = 0
-    while t < end:
+    lo, hi = day + timedelta(hours=start_hour), day + timedelta(hours=start_hour + 2)
+    t = lo
+    while t < hi:
         hit[t] = int(history[t] * keep)
-        band = expected(hit, t, step)
-        inside += 1
-        caught += bool(band and band.judge(hit[t]) == "too few")
         t += step
-    return inside, caught
+    inside = caught = 0
+    slots, starts = [], []
+    t = day
+    while t < day + timedelta(days=1):
+        band = expected(hit, t, step)
+        slots.append((hit[t], band))
+        starts.append(t)
+        if lo <= t < hi:
+            inside += 1
+            caught += bool(band and band.judge(hit[t]) == "too few")
+        t += step
+    found = any(lo <= starts[i] < hi for run in alarms(slots) for i in run)
+    return inside, caught, found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,23 +112,27 @@ def main(argv: list[str] | None = None) -> int:
         for step in (timedelta(hours=1), timedelta(minutes=5)):
             for peak in (60, 2_000, 100_000):
                 history = traffic(peak, step, seed + peak)
-                total, flagged, unjudged, said = judged(history, step, days)
+                total, flagged, unjudged, said, raised = judged(history, step, days)
                 half = outage(history, last, step, 14, 0.5)
                 night = outage(history, last, step, 2, 0.0)
                 rows.append({"seed": seed, "bucket_minutes": int(step.total_seconds() // 60),
                              "peak_per_hour": peak, "normal_buckets": total,
-                             "false_alarms": flagged, "without_band": unjudged,
-                             "flagged": said[:20],
-                             "half_stop_14_16": {"buckets": half[0], "flagged": half[1]},
-                             "night_stop_02_04": {"buckets": night[0], "flagged": night[1]}})
+                             "out_of_band": flagged, "false_alarms": raised,
+                             "without_band": unjudged, "flagged": said[:20],
+                             "half_stop_14_16": {"buckets": half[0], "flagged": half[1],
+                                                 "alarm": half[2]},
+                             "night_stop_02_04": {"buckets": night[0], "flagged": night[1],
+                                                  "alarm": night[2]}})
                 print(json.dumps({k: v for k, v in rows[-1].items() if k != "flagged"}),
                       flush=True)
     normal = sum(r["normal_buckets"] for r in rows)
     alarms = sum(r["false_alarms"] for r in rows)
+    outside = sum(r["out_of_band"] for r in rows)
     OUT.write_text(json.dumps({"seeds": a.seeds, "days": DAYS, "judged_days": JUDGED,
-                               "normal_buckets": normal, "false_alarms": alarms,
-                               "results": rows}, indent=2) + "\n")
-    print(f"{alarms} false alarm(s) in {normal} normal buckets")
+                               "normal_buckets": normal, "out_of_band": outside,
+                               "false_alarms": alarms, "results": rows}, indent=2) + "\n")
+    print(f"{alarms} false alarm(s) ({outside} bucket(s) out of band) in {normal} normal "
+          "buckets")
     print(f"wrote {OUT}")
     return 0
 

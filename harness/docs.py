@@ -199,6 +199,7 @@ def schemas() -> dict[str, str]:
     from kafka_recon.result.model import Result
     from kafka_recon.runfiles.aggregates import Aggregates
     from kafka_recon.runfiles.audit import Audit
+    from kafka_recon.runfiles.bands import Bands
     from kafka_recon.runfiles.connectors import Connectors
     from kafka_recon.runfiles.flight import Flight
     from kafka_recon.runfiles.journal import StepEntry
@@ -209,8 +210,9 @@ def schemas() -> dict[str, str]:
     from kafka_recon.runfolder import FILES
 
     out = {}
-    for model in (Result, Stage, StagedTier, Audit, Flight, Connectors, Replays, Aggregates,
-                  Validation, Alerts, Timings, StepEntry, RepairPlan, RepairDelivery):
+    for model in (Result, Stage, StagedTier, Audit, Flight, Connectors, Bands, Replays,
+                  Aggregates, Validation, Alerts, Timings, StepEntry, RepairPlan,
+                  RepairDelivery):
         name = "staged-tier" if model is StagedTier else "repair-plan" \
             if model is RepairPlan else "repair-delivery" if model is RepairDelivery \
             else FILES[model.FILE].lstrip(".").removesuffix(".json")

@@ -27,6 +27,7 @@ from kafka_recon.config import (
     Tolerance,
     ToleranceKind,
 )
+from kafka_recon.result.bands import alarms
 from kafka_recon.result.causes import Evidence, classify
 from kafka_recon.result.model import (
     Bucket,
@@ -331,23 +332,26 @@ def _span(d: timedelta) -> str:
 
 def _outside(bands: list[BucketBand], counts: dict[str, int], step: timedelta
              ) -> list[tuple[Literal["too few", "too many"], list[tuple[BucketBand, int]]]]:
-    """The runs of consecutive buckets that left their bands the same way, with each
-    bucket's count."""
-    runs: list[tuple[Literal["too few", "too many"], list[tuple[BucketBand, int]]]] = []
-    last: datetime | None = None
-    for b in sorted(bands, key=lambda b: b.bucket):
-        n = counts.get(b.bucket, 0)
-        at = datetime.fromisoformat(b.bucket.replace("Z", "+00:00"))
-        way: Literal["too few", "too many"] | None = \
-            "too few" if n < b.low else "too many" if n > b.high else None
-        if way is not None:
-            if runs and runs[-1][0] == way and last is not None and at - last == step \
-                    and runs[-1][1][-1][0].bucket == iso_z(last):
-                runs[-1][1].append((b, n))
-            else:
-                runs.append((way, [(b, n)]))
-        last = at
-    return runs
+    """The alarms among the window's buckets (`result.bands.alarms`: two or more consecutive
+    buckets out of their bands one way, or one beyond its far band), each with its buckets'
+    counts. A bucket without a band breaks a run."""
+    slots: list[tuple[int, BucketBand | None]] = []
+    by_start = {b.bucket: b for b in bands}
+    if bands:
+        t = min(datetime.fromisoformat(b.bucket.replace("Z", "+00:00")) for b in bands)
+        last = max(datetime.fromisoformat(b.bucket.replace("Z", "+00:00")) for b in bands)
+        while t <= last:
+            band = by_start.get(iso_z(t))
+            slots.append((counts.get(iso_z(t), 0), band))
+            t += step
+    out: list[tuple[Literal["too few", "too many"], list[tuple[BucketBand, int]]]] = []
+    for run in alarms(slots):
+        got = [(slots[i][1], slots[i][0]) for i in run]
+        first, n = got[0]
+        assert first is not None
+        out.append(("too few" if n < first.low else "too many",
+                    [(b, c) for b, c in got if b is not None]))
+    return out
 
 
 def audit_findings(x: Inputs) -> list[Finding]:

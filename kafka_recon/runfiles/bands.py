@@ -24,6 +24,10 @@ class BucketBand(Part):
     """How many past buckets of the same slot it was built from."""
     basis: str
     """The references in words: "the same hour on 27 days"."""
+    far_low: int = 0
+    """What a bucket alone must fall below to be a finding (a run of two needs only `low`)."""
+    far_high: int = 0
+    """What a bucket alone must rise above to be a finding."""
 
 
 class Bands(RunFile):

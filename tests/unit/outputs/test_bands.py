@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kafka_recon.config import Flow
-from kafka_recon.outputs.bands import expected
+from kafka_recon.result.bands import expected
 
 pytestmark = pytest.mark.unit
 
@@ -56,11 +56,23 @@ def test_the_default_band_raises_no_alarm_on_four_weeks_of_seasonal_traffic_and_
 
     history = traffic(2_000, HOUR, seed=2007)
     days = [START + timedelta(days=d) for d in range(28, 56)]
-    total, flagged, _, said = judged(history, HOUR, days)
-    assert (total, flagged) == (672, 0), said
+    total, flagged, _, said, raised = judged(history, HOUR, days)
+    assert (total, flagged, raised) == (672, 0, 0), said
     weekday = next(d for d in reversed(days) if d.weekday() < 5)
-    assert outage(history, weekday, HOUR, 14, 0.5) == (2, 2), "half the traffic gone, 2 hours"
-    assert outage(history, weekday, HOUR, 2, 0.0) == (2, 2), "nothing at night, 2 hours"
+    assert outage(history, weekday, HOUR, 14, 0.5) == (2, 2, True), "half the traffic, 2 hours"
+    assert outage(history, weekday, HOUR, 2, 0.0) == (2, 2, True), "nothing at night, 2 hours"
+
+
+def test_a_lone_bucket_just_outside_its_band_is_noise_two_in_a_row_or_a_deep_one_alarm(
+        ) -> None:
+    from kafka_recon.result.bands import Band, alarms
+
+    band = Band(low=90, high=110, median=100, references=20, basis="", far_low=80,
+                far_high=120)
+    assert alarms([(100, band), (85, band), (100, band)]) == []          # one, just out
+    assert alarms([(100, band), (70, band), (100, band)]) == [[1]]      # one, far out
+    assert alarms([(85, band), (85, band), (115, band), (100, None)]) == [[0, 1]]
+    assert alarms([(85, band), (85, None), (85, band)]) == []  # unjudged between
 
 
 def _daily_history(per_hour: int, days: int = 14) -> dict[datetime, int]:
