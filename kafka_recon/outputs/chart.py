@@ -100,19 +100,59 @@ def gaps(result: dict[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
-def run_chart(result: dict[str, Any]) -> bytes:
-    """Records per bucket for every tier (above) and, where records went missing or were
-    duplicated, those records per bucket (below, on their own scale)."""
+def _buckets(result: dict[str, Any], step: timedelta) -> list[str]:
+    """Every bucket start of the window, as the result's keys spell them (none when the
+    result says no window)."""
+    from kafka_recon.window import iso_z
+
+    window = result.get("window") or {}
+    if not window.get("start") or not window.get("end"):
+        return []
+    t, end = _t(window["start"]), _t(window["end"])
+    out: list[str] = []
+    while t < end and len(out) < 10_000:
+        out.append(iso_z(t))
+        t += step
+    return out
+
+
+def run_chart(result: dict[str, Any], bands: list[dict[str, Any]] | None = None) -> bytes:
+    """Records per bucket for every tier (above), each over the band its history expects
+    (`bands`: bands.json's rows, shaded in the tier's colour) and, where records went missing
+    or were duplicated, those records per bucket (below, on their own scale)."""
     from matplotlib import dates as mdates
 
     step = timedelta(seconds=result.get("bucket_seconds") or 3600)
     marked = gaps(result)
     fig, ax, low = _figure(gaps_panel=bool(marked))
+    # every bucket of the window, an empty one at zero: a silent stretch must show as one
+    grid = _buckets(result, step)
+    shaded: dict[tuple[tuple[int, int], ...], list[str]] = {}
     for i, t in enumerate(t for t in result["tiers"] if t.get("buckets")):
         b = t["buckets"]
-        xs = [_t(k) for k in sorted(b)]
-        ax.step(xs + [xs[-1] + step], [b[k] for k in sorted(b)] + [b[sorted(b)[-1]]],
-                where="post", label=t["name"], **_tier_style(i))
+        keys = grid or sorted(b)
+        xs = [_t(k) for k in keys]
+        values = [b.get(k, 0) for k in keys]
+        line = ax.step(xs + [xs[-1] + step], values + [values[-1]], where="post",
+                       label=t["name"], **_tier_style(i))[0]
+        mine = sorted((r for r in bands or [] if r["tier"] == t["name"]),
+                      key=lambda r: r["bucket"])
+        same = tuple((r["low"], r["high"]) for r in mine)
+        if same in shaded:  # tiers that usually agree share one shading, named for all
+            shaded[same].append(t["name"])
+            continue
+        if mine:
+            shaded[same] = [t["name"]]
+            bx = [_t(r["bucket"]) for r in mine]
+            ax.fill_between(bx + [bx[-1] + step], [r["low"] for r in mine] + [mine[-1]["low"]],
+                            [r["high"] for r in mine] + [mine[-1]["high"]], step="post",
+                            color=line.get_color(), alpha=0.15, linewidth=0, zorder=1,
+                            label=f"usual range of {t['name']}")
+    for handle in ax.collections:  # name every tier a shared shading stands for
+        names = next((v for v in shaded.values() if f"usual range of {v[0]}" ==
+                      handle.get_label()), None)
+        if names and len(names) > 1:
+            handle.set_label(f"usual range of {', '.join(names)}")
     ax.set_ylabel(f"records per {_duration(step)}")
     ax.set_ylim(bottom=0)
     ax.set_title(f"{result['flow']}: records per bucket (UTC)", fontsize=10, loc="left")

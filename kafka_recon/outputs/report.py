@@ -167,7 +167,11 @@ def render_report(result: Result, folder: RunFolder,
     from kafka_recon.outputs.chart import run_chart
 
     as_json = result.as_json()  # the templates and the chart read the contract's JSON form
-    png = run_chart(as_json) if any(t.buckets for t in result.tiers) else None
+    from kafka_recon.runfiles.bands import Bands
+
+    bands = folder.read_if(Bands)
+    png = run_chart(as_json, [b.as_json() for b in bands.bands] if bands else None) \
+        if any(t.buckets for t in result.tiers) else None
     chart = folder.file("chart")
     if png:
         write_bytes(chart, png)

@@ -38,7 +38,7 @@ def _seed_history(days: int = 14) -> None:
 
 def test_a_quiet_upstream_every_tier_agrees_on_is_found_against_its_own_history(
         tmp_path: Path, kafka: KafkaCluster, spark: Any,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, artifacts_dir: Path) -> None:
     monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'store.db'}")
     _seed_history()
     scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
@@ -77,6 +77,10 @@ def test_a_quiet_upstream_every_tier_agrees_on_is_found_against_its_own_history(
     text = (scn.out / "report.txt").read_text()
     assert f"f: db held 0 records between {QUIET[0]} and 12:00; its history expects " in text
     assert "reported, the window stays ok (volume check: warn)" in text
+    # the chart shades each tier's usual range (kept for a person to look at)
+    chart = (scn.out / "chart.png").read_bytes()
+    assert chart.startswith(b"\x89PNG")
+    (artifacts_dir / "volume-chart.png").write_bytes(chart)
 
     # the owners decide: with fail, the same window fails on its volume alone
     scn.config.write_text(scn.config.read_text().replace(
