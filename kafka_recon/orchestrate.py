@@ -462,7 +462,8 @@ def record_history(run: Run) -> dict[str, int]:
     result = conclude(run)
     report_path = run.folder.report
     return history.record(result, str(run.out),
-                          str(report_path) if report_path.exists() else None, data_docs(run))
+                          str(report_path) if report_path.exists() else None, data_docs(run),
+                          bands=run.folder.read_if(Bands))
 
 
 def notify(run: Run, smtp_conn_id: str = "smtp_default") -> str:

@@ -31,6 +31,7 @@ from sqlalchemy import (
 
 from kafka_recon.config import Flow
 from kafka_recon.result.model import Result
+from kafka_recon.runfiles.bands import Bands
 from kafka_recon.runfiles.outcomes import Volume
 from kafka_recon.stores.database import engine as store_engine
 from kafka_recon.stores.database import store_url
@@ -62,6 +63,16 @@ tier_buckets = Table(
     Column("tier", String(200), primary_key=True),
     Column("bucket", DateTime(timezone=True), primary_key=True),
     Column("records", Integer, nullable=False),
+)
+
+# each tier's band per bucket, as the run judged its volume (bands.json): the metrics export
+# it beside the count (a table of its own: an older store gains it untouched)
+tier_bands = Table(
+    "recon_tier_band", metadata, *_window_key(),
+    Column("tier", String(200), primary_key=True),
+    Column("bucket", DateTime(timezone=True), primary_key=True),
+    Column("low", Integer, nullable=False),
+    Column("high", Integer, nullable=False),
 )
 
 # write, consume, replication, process: a store made when sides were at most 10 characters
@@ -136,8 +147,9 @@ def _utc(t: datetime) -> datetime:
 
 def record(result: Result, run_dir: str, report: str | None = None,
            data_docs: str | None = None, eng: Engine | None = None,
-           now: datetime | None = None) -> dict[str, int]:
-    """Replace the window's rows with this result's; returns how many rows were written."""
+           now: datetime | None = None, bands: Bands | None = None) -> dict[str, int]:
+    """Replace the window's rows with this result's (and the bands its volume was judged
+    against); returns how many rows were written."""
     eng = eng or engine()
     key = {"flow": result.flow, "window_start": _t(result.window.start),
            "window_end": _t(result.window.end)}
@@ -158,8 +170,10 @@ def record(result: Result, run_dir: str, report: str | None = None,
                 "allowed": f.allowed, "failed": 0})
             row["records"] += f.count
             row["failed"] = max(row["failed"], int(f.fails))
+    band_rows = [{**key, "tier": b.tier, "bucket": _t(b.bucket), "low": b.low, "high": b.high}
+                 for b in (bands.bands if bands else [])]
     with eng.begin() as con:
-        for table in (findings_table, hop_buckets, tier_buckets, runs):
+        for table in (findings_table, hop_buckets, tier_buckets, tier_bands, runs):
             con.execute(delete(table).where(table.c.flow == key["flow"],
                                             table.c.window_start == key["window_start"],
                                             table.c.window_end == key["window_end"]))
@@ -175,6 +189,8 @@ def record(result: Result, run_dir: str, report: str | None = None,
             con.execute(insert(hop_buckets), hop_rows)
         if found:
             con.execute(insert(findings_table), list(found.values()))
+        if band_rows:
+            con.execute(insert(tier_bands), band_rows)
     return {"runs": 1, "tier_buckets": len(tier_rows), "hop_buckets": len(hop_rows),
             "findings": len(found)}
 
@@ -283,6 +299,37 @@ def latest_hops(eng: Engine | None = None) -> list[dict[str, Any]]:
         return [{"flow": f, "hop": hop, "side": side, "missing": int(m or 0),
                  "duplicate": int(d or 0), "unexpected": int(u or 0)}
                 for f, hop, side, m, d, u in con.execute(q)]
+
+
+def latest_tiers(eng: Engine | None = None) -> list[dict[str, Any]]:
+    """Every tier of every flow's newest window: its records, and, where its volume was
+    judged, the fewest and most its history expected over the judged buckets, for the
+    metrics."""
+    from sqlalchemy import func
+
+    eng = eng or engine()
+    newest = _newest_windows()
+    t, b = tier_buckets.c, tier_bands.c
+    counted = (select(t.flow, t.tier, func.sum(t.records))
+               .join(newest, (t.flow == newest.c.flow) & (t.window_start == newest.c.ws))
+               .group_by(t.flow, t.tier))
+    # the judged buckets' records beside their bands (an empty bucket has no count row)
+    banded = (select(b.flow, b.tier, func.sum(b.low), func.sum(b.high),
+                     func.sum(func.coalesce(t.records, 0)))
+              .join(newest, (b.flow == newest.c.flow) & (b.window_start == newest.c.ws))
+              .outerjoin(tier_buckets, (t.flow == b.flow) & (t.window_start == b.window_start)
+                         & (t.window_end == b.window_end) & (t.tier == b.tier)
+                         & (t.bucket == b.bucket))
+              .group_by(b.flow, b.tier))
+    with eng.connect() as con:
+        bands = {(f, tier): (int(lo), int(hi), int(n or 0))
+                 for f, tier, lo, hi, n in con.execute(banded)}
+        return [{"flow": f, "tier": tier, "records": int(n or 0),
+                 "judged": bands.get((f, tier)) is not None,
+                 "judged_records": bands[(f, tier)][2] if (f, tier) in bands else None,
+                 "expected_low": bands[(f, tier)][0] if (f, tier) in bands else None,
+                 "expected_high": bands[(f, tier)][1] if (f, tier) in bands else None}
+                for f, tier, n in con.execute(counted)]
 
 
 def latest_findings(eng: Engine | None = None) -> list[dict[str, Any]]:

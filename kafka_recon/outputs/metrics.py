@@ -10,6 +10,10 @@ of that window (how stale "the newest reconciled window" is: an alert when the d
     kafka_recon_unexpected_records{flow,hop,side}   found with no upstream record
     kafka_recon_dead_lettered_records{flow,hop,side}  routed to a sink connector's dead-letter
                                                     queue (hops into such a sink only)
+    kafka_recon_tier_records{flow,tier}             records the tier held in the window
+    kafka_recon_tier_judged_records{flow,tier}      ... in the buckets its volume was judged
+    kafka_recon_tier_expected_low_records{flow,tier}   the fewest its history expected there
+    kafka_recon_tier_expected_high_records{flow,tier}  the most
     kafka_recon_status{flow,status}                 1 for the last window's status, else 0
     kafka_recon_window_end_timestamp_seconds{flow}  the end of the newest reconciled window
     kafka_recon_window_age_seconds{flow}            now minus that end
@@ -64,6 +68,27 @@ class HistoryCollector:
                  flows: set[str] | None = None) -> None:
         self._eng, self._now, self._flows = eng, now, flows  # flows: None for every flow
 
+    @staticmethod
+    def _volume(tiers: list[dict[str, Any]]) -> Iterator[Metric]:
+        """Each tier's records in the newest window and, where its volume was judged, the band
+        its history expected over the judged buckets beside their count."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        names = {"records": "records the tier held in the newest reconciled window",
+                 "judged_records": "records in the buckets whose volume was judged",
+                 "expected_low_records": "the fewest records the tier's history expected in "
+                                         "the judged buckets",
+                 "expected_high_records": "the most records it expected there"}
+        families = {k: GaugeMetricFamily(f"kafka_recon_tier_{k}", what,
+                                         labels=["flow", "tier"]) for k, what in names.items()}
+        for t in tiers:
+            for k, family in families.items():
+                value = t["expected_low" if k == "expected_low_records" else
+                          "expected_high" if k == "expected_high_records" else k]
+                if value is not None:
+                    family.add_metric([t["flow"], t["tier"]], float(value))
+        yield from families.values()
+
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
 
@@ -113,6 +138,7 @@ class HistoryCollector:
                 allowed.add_metric(labels, f["allowed"])
             exceeded.add_metric(labels, float(f["failed"]))
         yield from (allowed, exceeded, dead, *self._schedule(latest))
+        yield from self._volume(shown(history.latest_tiers(eng)))
         now = float(self._now())
         for r in latest:
             for s in STATUSES:

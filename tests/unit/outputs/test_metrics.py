@@ -187,3 +187,25 @@ def test_the_docs_alert_rules_are_the_shipped_rule_file() -> None:
 
     rules = (REPO_ROOT / "config" / "prometheus" / "kafka_recon_rules.yml").read_text()
     assert rules.strip() in (REPO_ROOT / "docs" / "platform.md").read_text()
+
+
+def test_each_tiers_records_and_the_band_its_volume_was_judged_against(tmp_path: Path) -> None:
+    from kafka_recon.runfiles.bands import Bands, BucketBand
+    from tests.factories import hours
+
+    eng = history.engine(f"sqlite:///{tmp_path / 'h.db'}")
+    day = hours(DAY)
+    # the topic judged over 20 of its 24 hours (4 had too little history), the lake not at all
+    bands = Bands(bands=[BucketBand(tier="clicks_topic", bucket=h, low=8, high=12, median=10,
+                                    references=9, basis="the same hour on 9 days")
+                         for h in day[4:]])
+    history.record(result(DAY, 10), str(tmp_path), eng=eng, bands=bands)
+    got = samples(eng, (DAY + timedelta(days=1)).timestamp())
+    topic, lake = (("flow", "clicks"), ("tier", "clicks_topic")), (("flow", "clicks"),
+                                                                      ("tier", "lake"))
+    assert got["kafka_recon_tier_records", topic] == 240
+    assert got["kafka_recon_tier_judged_records", topic] == 200
+    assert (got["kafka_recon_tier_expected_low_records", topic],
+            got["kafka_recon_tier_expected_high_records", topic]) == (160, 240)
+    assert got["kafka_recon_tier_records", lake] == 240
+    assert ("kafka_recon_tier_expected_low_records", lake) not in got
