@@ -7,6 +7,7 @@
     kafka-recon snapshot --config FILE [--flow NAME]     (Flume counters and flight recorder)
     kafka-recon audit --config FILE [--flow NAME]        (exit 1 when a high-severity rule fires)
     kafka-recon check [--config FILE] [--flow NAME]      (could each flow run? what it would read)
+    kafka-recon seed-history --config FILE [--flow NAME] [--days 28]  (volume history, no replay)
     kafka-recon class-archive [--out FILE]               (the Spark driver's class archive)
     kafka-recon spark-server [--port N]                  (a warm Spark for runs with --remote)
 
@@ -166,6 +167,18 @@ def _snapshot(a: argparse.Namespace) -> int:
     return EXIT_ERROR if errors else EXIT_OK
 
 
+def _seed_history(a: argparse.Namespace) -> int:
+    from kafka_recon.orchestrate import seed_history
+
+    if a.days < 7:
+        raise UsageError("--days: a band needs at least 7 days of the same bucket; give 7 or "
+                         "more")
+    for flow in _selected_flows(a).values():
+        for line in seed_history(flow, a.days):
+            print(f"{flow.name}/{line}")
+    return EXIT_OK
+
+
 def _audit(a: argparse.Namespace) -> int:
     from kafka_recon.cluster.audit import audit_flow
 
@@ -281,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--flow", help="only this flow")
     s.add_argument("--store", help="the snapshot store: an SQLite file or an SQLAlchemy URL "
                    "(default: KAFKA_RECON_SNAPSHOTS, else the store, else <runs>/snapshots.db)")
+    sh = sub.add_parser("seed-history", help="count each tier per bucket over past days, "
+                        "without a replay, as the history a flow's volume is judged by")
+    sh.add_argument("--config", required=True, type=Path)
+    sh.add_argument("--flow", help="only this flow")
+    sh.add_argument("--days", type=int, default=28, help="days of whole windows before the "
+                    "last closed one (default 28)")
     au = sub.add_parser("audit", help="check each flow's cluster, topic and clients for risks")
     au.add_argument("--config", required=True, type=Path)
     au.add_argument("--flow", help="only this flow")
@@ -309,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     use_cli_defaults()  # the command's paths default under the current directory
     try:
         return {"run": _run, "repair": _repair, "snapshot": _snapshot, "audit": _audit,
+                "seed-history": _seed_history,
                 "check": _check, "class-archive": _class_archive,
                 "spark-server": _spark_server}[a.command](a)
     except ReconError as exc:

@@ -75,6 +75,17 @@ tier_bands = Table(
     Column("high", Integer, nullable=False),
 )
 
+# a tier's records per bucket counted for windows never reconciled (`kafka-recon history
+# seed`): a new flow's volume is judged from its first days; never shown as a window
+tier_seeds = Table(
+    "recon_tier_seed", metadata,
+    Column("flow", String(200), primary_key=True),
+    Column("tier", String(200), primary_key=True),
+    Column("bucket", DateTime(timezone=True), primary_key=True),
+    Column("records", Integer, nullable=False),
+    Column("seeded_at", DateTime(timezone=True), nullable=False),
+)
+
 # write, consume, replication, process: a store made when sides were at most 10 characters
 # long is widened when opened (`engine`)
 SIDE_LENGTH = 20
@@ -250,8 +261,32 @@ def bucket_history(flow: str, tier: str, since: datetime, until: datetime,
                & (runs.c.window_end == t.window_end))
          .where(t.flow == flow, t.tier == tier, t.bucket >= since, t.bucket < until,
                 runs.c.status == "ok", t.window_start.not_in(flagged)))
+    seeded = select(tier_seeds.c.bucket, tier_seeds.c.records).where(
+        tier_seeds.c.flow == flow, tier_seeds.c.tier == tier, tier_seeds.c.bucket >= since,
+        tier_seeds.c.bucket < until)
     with eng.connect() as con:
-        return {_utc(b): int(n) for b, n in con.execute(q)}
+        # a reconciled window's count wins over a seeded one of the same bucket
+        out = {_utc(b): int(n) for b, n in con.execute(seeded)}
+        out.update({_utc(b): int(n) for b, n in con.execute(q)})
+        return out
+
+
+def seed(flow: str, tier: str, buckets: dict[datetime, int], eng: Engine | None = None,
+         now: datetime | None = None) -> int:
+    """Keep a tier's counted buckets as history to judge volume by (replacing those buckets'
+    earlier seeds); returns the rows written."""
+    eng = eng or engine()
+    rows = [{"flow": flow, "tier": tier, "bucket": _utc(b), "records": n,
+             "seeded_at": now or datetime.now(UTC)} for b, n in buckets.items()]
+    if not rows:
+        return 0
+    starts = [_utc(b) for b in buckets]
+    with eng.begin() as con:
+        con.execute(delete(tier_seeds).where(
+            tier_seeds.c.flow == flow, tier_seeds.c.tier == tier,
+            tier_seeds.c.bucket >= min(starts), tier_seeds.c.bucket <= max(starts)))
+        con.execute(insert(tier_seeds), rows)
+    return len(rows)
 
 
 def _newest_windows() -> Subquery:

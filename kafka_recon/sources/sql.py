@@ -104,6 +104,21 @@ def stage_sql_tier(tier: SqlTier, window: Window, bucket: timedelta) -> StagedPo
                        buckets=buckets)
 
 
+def bucket_counts(tier: SqlTier, window: Window, bucket: timedelta) -> dict[str, int]:
+    """A tier's records per bucket of the window, without reading its rows: a counts query's
+    buckets, or one COUNT(*) of the ids query per bucket (what seeding the history reads)."""
+    if tier.ids is None:
+        return stage_sql_tier(tier, window, bucket).buckets
+    out: dict[str, int] = {}
+    t = window.start
+    while t < window.end:
+        part = Window(t, min(t + bucket, window.end))
+        _, rows = _run(tier, f"SELECT COUNT(*) FROM ({tier.ids}) AS q", part.sql_params())
+        out[t.strftime("%Y-%m-%dT%H:%M:%SZ")] = int(rows[0][0])
+        t += bucket
+    return out
+
+
 def _bucket_key(value: Any, window: Window, bucket: timedelta, tier: str) -> str:
     """A count query's bucket value, aligned to the flow's bucket and written in UTC."""
     if isinstance(value, str):

@@ -122,3 +122,33 @@ def test_a_sink_that_stopped_loading_is_found_at_the_time_it_stopped_though_all_
     assert result.subject().startswith("FINDINGS f: db stale, topic stale, sink stale")
     orchestrate.report(run)
     assert f"f: sink stopped: no record after {stopped}" in (scn.out / "report.txt").read_text()
+
+
+def test_a_new_flow_seeded_from_its_past_days_is_judged_from_its_first_window(
+        tmp_path: Path, kafka: KafkaCluster, spark: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No window of the flow was ever reconciled: `seed-history` counts each tier's past 8
+    days per bucket (the SQL tiers by their queries, the topic by its offsets, no replay), and
+    the first window is judged against them."""
+    from kafka_recon.config import load_flow
+    from kafka_recon.orchestrate import seed_history
+    from kafka_recon.outputs import history
+
+    monkeypatch.setenv("KAFKA_RECON_STORE", f"sqlite:///{tmp_path / 'store.db'}")
+    scn = Scenario(tmp_path, kafka.bootstrap, partitions=1)
+    past = {i: START - timedelta(days=8) + timedelta(minutes=2 * i) for i in range(1, 8 * 720)}
+    today = {100_000 + i: at(i * 2) for i in range(1, 720) if not 600 <= i * 2 < 720}
+    for rows in (past, today):
+        scn.upstream(rows)
+        scn.produce(list(rows.items()))
+        scn.sink(list(rows.items()))
+    said = seed_history(load_flow(scn.config, "f"), days=8, until=START)
+    assert [line.split(":")[0] for line in said] == ["db", "topic", "sink"], said
+    assert "192 bucket(s) seeded" in said[1] and "offsets between" in said[1], said
+    seeded = history.bucket_history("f", "topic", START - timedelta(days=9), START)
+    assert len(seeded) == 192 and set(seeded.values()) <= {29, 30}, seeded
+
+    r = scn.reconcile(spark)
+    volume = {f["hop"]: f for f in r["findings"] if f["kind"] == "volume"}
+    assert set(volume) == {"db", "topic", "sink"}, r["findings"]
+    assert all([b[11:16] for b in f["buckets"]] == list(QUIET) for f in volume.values())
