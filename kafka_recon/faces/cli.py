@@ -258,9 +258,27 @@ def _spark_server(a: argparse.Namespace) -> int:
     return EXIT_ERROR  # not reached
 
 
+def _service_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands that serve runs rather than make them: the class archive, the Spark
+    Connect server."""
+    from kafka_recon.spark.conf import CONNECT_PORT
+
+    c = sub.add_parser("class-archive", help="make the Spark driver's class archive, which "
+                       "starts every later run's Spark sooner (kafka_recon.spark.classes)")
+    c.add_argument("--out", type=Path, help="where (default $KAFKA_RECON_CLASS_ARCHIVE, else "
+                   "spark-classes.jsa among the jars)")
+    c.add_argument("--master", default="local[2]", help="the training run's Spark master")
+    sv = sub.add_parser("spark-server", help="run a Spark Connect server with kafka-recon's "
+                        "jars and settings, for runs with --remote (kafka_recon.spark.server)")
+    sv.add_argument("--master", default="local[*]", help="its Spark master (default local[*])")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
+                    "loopback: sessions send it the flows' credentials)")
+    sv.add_argument("--port", type=int, default=CONNECT_PORT,
+                    help=f"port (default {CONNECT_PORT})")
+
+
 def main(argv: list[str] | None = None) -> int:
     from kafka_recon.settings import use_cli_defaults
-    from kafka_recon.spark.conf import CONNECT_PORT
 
     p = argparse.ArgumentParser(prog="kafka-recon", description="Find and locate lost Kafka "
                                 "records, tier by tier.")
@@ -312,18 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     ck.add_argument("--start", help="window start (default: each flow's last closed window)")
     ck.add_argument("--end", help="window end, with --start")
     ck.add_argument("--json", action="store_true", help="the answers as JSON")
-    c = sub.add_parser("class-archive", help="make the Spark driver's class archive, which "
-                       "starts every later run's Spark sooner (kafka_recon.spark.classes)")
-    c.add_argument("--out", type=Path, help="where (default $KAFKA_RECON_CLASS_ARCHIVE, else "
-                   "spark-classes.jsa among the jars)")
-    c.add_argument("--master", default="local[2]", help="the training run's Spark master")
-    sv = sub.add_parser("spark-server", help="run a Spark Connect server with kafka-recon's "
-                        "jars and settings, for runs with --remote (kafka_recon.spark.server)")
-    sv.add_argument("--master", default="local[*]", help="its Spark master (default local[*])")
-    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
-                    "loopback: sessions send it the flows' credentials)")
-    sv.add_argument("--port", type=int, default=CONNECT_PORT,
-                    help=f"port (default {CONNECT_PORT})")
+    _service_commands(sub)
     a = p.parse_args(argv)
     use_cli_defaults()  # the command's paths default under the current directory
     try:
