@@ -22,7 +22,9 @@ def bands_over(flow: Flow, window: Window, history: Callable[[str, datetime, dat
     (`history(tier, since, until)`, default the store's: `outputs.history.bucket_history`).
     A store that does not answer leaves the window unjudged, saying so: the volume check
     never makes a run fail by itself."""
-    from kafka_recon.errors import StoreUnreachable, one_line
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kafka_recon.errors import ReconError, one_line
     from kafka_recon.runfiles.bands import Bands, BucketBand
     from kafka_recon.window import iso_z
 
@@ -46,7 +48,7 @@ def bands_over(flow: Flow, window: Window, history: Callable[[str, datetime, dat
         try:
             past = history(point.name, window.start - timedelta(days=v.days + 1),
                            window.start)
-        except (StoreUnreachable, OSError) as exc:
+        except (ReconError, SQLAlchemyError, OSError) as exc:
             return Bands(check=v.check, notes=[f"the history could not be read, so no "
                                                f"volume was judged: {one_line(exc)}"])
         unjudged = 0
