@@ -308,6 +308,9 @@ def _window_routes(app: Any) -> None:
             prev=_window_link({**before, "flow": flow}) if before else None,
             next=_window_link({**after, "flow": flow}) if after else None,
             report=f"{PREFIX}/runs/{flow}/{window}/{folder.report.name}",
+            # the window's own chart: each tier per bucket over its usual range
+            chart=f"{PREFIX}/runs/{flow}/{window}/{folder.file('chart').name}"
+            if folder.file("chart").exists() else None,
             airflow_runs=f"/dags/{flow_dag_id(flow)}/runs", page=ids, selected=chosen,
             size=PAGE, download=(f"{PREFIX}/runs/{flow}/{window}/{chosen['path']}"
                                  if chosen else None),

@@ -212,6 +212,8 @@ def test_a_windows_page_shows_its_hops_findings_and_ids_a_page_at_a_time(
     assert "1 id(s) containing" in found and "<code>o-0173</code>" in found
     assert "<code>o-0000</code>" not in found
     assert client.get(f"/runs/{W}/missing/topic__lake.csv").text.count("\n") == 251
+    # no chart in the run folder: none shown, never a broken image
+    assert 'id="buckets"' not in page
     # the validation, rendered here: no Data Docs, no internet
     v = html.unescape(client.get(f"{window}/validation").text)
     assert "orders_topic->lake: 250 records missing, 0 allowed" in v
@@ -260,3 +262,18 @@ def test_a_person_asking_for_a_missing_window_gets_a_page_a_program_json(
     assert page.status_code == 404 and "<h1>Not found</h1>" in page.text
     assert client.get(missing).json()["detail"].startswith("window 2026-01-01T000000Z")
     assert client.get("/windows/orders/..").status_code == 404
+
+
+def test_a_windows_page_shows_its_own_chart_when_the_run_drew_one(
+        client: Any, window: str, tmp_path: Path) -> None:
+    from kafka_recon.outputs.chart import run_chart
+    from kafka_recon.result.model import Result
+    from kafka_recon.runfolder import RunFolder
+
+    folder = RunFolder(tmp_path / "runs" / W)
+    drawn = Result.load(folder.result).as_json()
+    drawn["tiers"][0]["buckets"] = {"2026-11-20T00:00:00Z": 1000}
+    folder.file("chart").write_bytes(run_chart(drawn))
+    page = client.get(window).text
+    assert f'id="buckets" class="chart" src="/recon/runs/{W}/chart.png"' in page
+    assert client.get(f"/runs/{W}/chart.png").content.startswith(b"\x89PNG")
