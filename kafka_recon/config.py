@@ -501,8 +501,9 @@ class Freshness(_Strict):
     """What a stale tier does: off, warn (a `freshness` finding that leaves the window ok) or
     fail (a finding that fails it)."""
     after: Duration | None = None
-    """How long before the window's end a tier's newest record may be (unset: not judged).
-    A topic is judged by its records' event times and, beside them, their Kafka timestamps."""
+    """How long before the window's end a tier's newest record may be. Unset: the most its
+    history's trusted windows showed, plus a bucket (not judged until `volume.references`
+    windows are recorded). A topic is judged by its records' event times."""
 
 
 AlertEvent = Literal["findings", "inconclusive", "recovery"]

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def bands_over(flow: Flow, window: Window, history: Callable[[str, datetime, datetime],
-                                                             dict[datetime, int]] | None = None
+                                                             dict[datetime, int]] | None = None,
+               lags: Callable[[str, datetime, datetime], list[float]] | None = None
                ) -> Bands:
     """Every tier's band for each bucket of the window, from the flow's trusted history
     (`history(tier, since, until)`, default the store's: `outputs.history.bucket_history`).
@@ -29,13 +30,17 @@ def bands_over(flow: Flow, window: Window, history: Callable[[str, datetime, dat
     from kafka_recon.window import iso_z
 
     v = flow.volume
-    if v.check == "off":
+    by_history = flow.freshness.check != "off" and flow.freshness.after is None
+    if v.check == "off" and not by_history:
         return Bands(check="off")
     if history is None:
         from kafka_recon.outputs import history as store
 
         def history(tier: str, since: datetime, until: datetime) -> dict[datetime, int]:
             return store.bucket_history(flow.name, tier, since, until)
+
+        def lags(tier: str, since: datetime, until: datetime) -> list[float]:
+            return store.usual_lags(flow.name, tier, since, until)
 
     step = flow.bucket
     buckets, t = [], window.start
@@ -44,13 +49,20 @@ def bands_over(flow: Flow, window: Window, history: Callable[[str, datetime, dat
         t += step
     out: list[BucketBand] = []
     notes: list[str] = []
+    usual: dict[str, float] = {}
     for point in flow.points:
         try:
             past = history(point.name, window.start - timedelta(days=v.days + 1),
                            window.start)
+            seen = lags(point.name, window.start - timedelta(days=v.days + 1),
+                        window.start + timedelta(seconds=1)) if lags and by_history else []
         except (ReconError, SQLAlchemyError, OSError) as exc:
             return Bands(check=v.check, notes=[f"the history could not be read, so no "
                                                f"volume was judged: {one_line(exc)}"])
+        if len(seen) >= v.references:
+            usual[point.name] = max(seen)
+        if v.check == "off":
+            continue
         unjudged = 0
         for b in buckets:
             band = expected(past, b, step, days=v.days, min_history=v.references,
@@ -66,4 +78,4 @@ def bands_over(flow: Flow, window: Window, history: Callable[[str, datetime, dat
             notes.append(f"{point.name}: {unjudged} of {len(buckets)} bucket(s) not judged, "
                          f"not enough history yet (a band needs {v.references} past buckets "
                          "of the same slot from windows that were ok)")
-    return Bands(check=v.check, bands=out, notes=notes)
+    return Bands(check=v.check, bands=out, notes=notes, usual_lag=usual)

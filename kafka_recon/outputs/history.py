@@ -271,6 +271,26 @@ def bucket_history(flow: str, tier: str, since: datetime, until: datetime,
         return out
 
 
+def usual_lags(flow: str, tier: str, since: datetime, until: datetime,
+               eng: Engine | None = None) -> list[float]:
+    """For each trusted window (ok, no volume finding) ending in [since, until): how long
+    before its end the tier's last bucket with records ended, in seconds: how fresh the tier
+    usually is at a window's end."""
+    from sqlalchemy import func
+
+    eng = eng or engine()
+    t, f = tier_buckets.c, findings_table.c
+    flagged = select(f.window_start).where(f.flow == flow, f.kind == "volume")
+    q = (select(t.window_end, func.max(t.bucket))
+         .join(runs, (runs.c.flow == t.flow) & (runs.c.window_start == t.window_start)
+               & (runs.c.window_end == t.window_end))
+         .where(t.flow == flow, t.tier == tier, t.records > 0, t.window_end >= since,
+                t.window_end < until, runs.c.status == "ok", t.window_start.not_in(flagged))
+         .group_by(t.window_end))
+    with eng.connect() as con:
+        return [(_utc(end) - _utc(last)).total_seconds() for end, last in con.execute(q)]
+
+
 def seed(flow: str, tier: str, buckets: dict[datetime, int], eng: Engine | None = None,
          now: datetime | None = None) -> int:
     """Keep a tier's counted buckets as history to judge volume by (replacing those buckets'

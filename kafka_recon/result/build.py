@@ -149,7 +149,7 @@ def build_result(flow: Flow, window: Window, aggregates: Aggregates, replayed: R
         consistent = consistent and not disagree
         findings += disagree
     findings += volume_findings(x, bands or Bands(check="off"))
-    findings += freshness_findings(x)
+    findings += freshness_findings(x, bands or Bands(check="off"))
     findings += audit_findings(x)
     if not window.is_closed(now or datetime.now(UTC)):
         x.reasons.append(f"the window plus grace closes at {window.closes_at.isoformat()}: "
@@ -303,24 +303,30 @@ def volume_findings(x: Inputs, bands: Bands) -> list[Finding]:
     return out
 
 
-def freshness_findings(x: Inputs) -> list[Finding]:
+def freshness_findings(x: Inputs, bands: Bands) -> list[Finding]:
     """Each id tier whose newest record of the window is older than the window's end by more
-    than the flow's `freshness.after`: it stopped then (a warn check reports it, fail fails
-    the window). A count-only tier has no record times and is not judged."""
+    than the flow's `freshness.after`, or, without it, by more than its history's usual lag
+    and a bucket: it stopped then (a warn check reports it, fail fails the window). A
+    count-only tier has no record times, and a tier without a set or learned lag is not
+    judged."""
     f = x.flow.freshness
-    if f.check == "off" or f.after is None:
+    if f.check == "off":
         return []
-    limit = x.window.end - f.after
     out = []
     for t in x.aggregates.tiers:
-        if not t.exact:
+        usual = bands.usual_lag.get(t.name)
+        if not t.exact or (f.after is None and usual is None):
             continue
+        allowed = f.after if f.after is not None \
+            else timedelta(seconds=usual or 0) + x.flow.bucket
+        said = "" if f.after is not None else " (its usual lag, learned from its history, " \
+            "and a bucket)"
         newest = datetime.fromisoformat(t.newest.replace("Z", "+00:00")) if t.newest else None
-        if newest is None or newest < limit:
+        if newest is None or newest < x.window.end - allowed:
             out.append(Finding(kind="freshness", side=x.side_into(t.name), hop=t.name,
                                count=t.count, newest=t.newest, within_tolerance=f.check == "warn",
                                why=f"no record after {t.newest or 'the window start'}, more "
-                                   f"than {_span(f.after)} before the window's end"))
+                                   f"than {_span(allowed)} before the window's end{said}"))
     return out
 
 

@@ -39,6 +39,10 @@ class Bands(RunFile):
     bands: list[BucketBand] = []
     notes: list[str] = []
     """Why some buckets have no band ("not enough history yet", the history unreadable)."""
+    usual_lag: dict[str, float] = {}
+    """By tier: the most seconds before a trusted window's end its last bucket with records
+    began (how fresh the tier usually is); what `freshness` judges by when `after` is not
+    set. A tier with fewer trusted windows than `volume.references` has none."""
 
     def of(self, tier: str) -> list[BucketBand]:
         return [b for b in self.bands if b.tier == tier]

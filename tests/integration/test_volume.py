@@ -57,8 +57,12 @@ def test_a_quiet_upstream_every_tier_agrees_on_is_found_against_its_own_history(
         assert (f["count"], f["direction"], f["within_tolerance"]) == (0, "too few", True)
         low, high = f["band"]
         assert 0 < low < 60 < high, f
-    bands = (scn.out / "bands.json").read_text()
-    assert '"references": 14' in bands and "the same hour on 14 days" in bands
+    bands = json.loads((scn.out / "bands.json").read_text())
+    assert bands["bands"][0]["references"] == 14
+    assert bands["bands"][0]["basis"] == "the same hour on 14 days"
+    # the freshness it learned: the last hour of each of the 14 days held records
+    assert bands["usual_lag"] == {"db": 3600.0, "topic": 3600.0, "sink": 3600.0}
+    assert not any(f["kind"] == "freshness" for f in r["findings"])
     run = orchestrate.load("f", START.isoformat(), END.isoformat(), scn.config, scn.out)
     # the bands as Great Expectations: one per tier and bucket, its bounds as kwargs and its
     # history in the meta; with warn they fail nothing

@@ -163,3 +163,36 @@ def test_consecutive_buckets_out_of_their_bands_one_way_are_one_finding_said_in_
         "(volume check: warn).")
     failing = f.model_copy(update={"within_tolerance": False})
     assert result(findings=[failing], start=DAY).status == "findings"
+
+
+def test_freshness_without_a_set_lag_is_judged_by_the_lag_the_history_shows(
+        ) -> None:
+    from kafka_recon.outputs.bands import bands_over
+    from kafka_recon.result.build import Inputs, freshness_findings
+    from kafka_recon.runfiles.aggregates import Aggregates, TierTally
+    from kafka_recon.runfiles.audit import Audit
+    from kafka_recon.runfiles.flight import Flight
+    from kafka_recon.runfiles.replays import Replays
+    from kafka_recon.window import Window
+
+    f = _demo()
+    window = Window(DAY, DAY + timedelta(days=1))
+    seen = {"orders_db": [3600.0] * 10, "orders_topic": [3600.0] * 3}  # 3: too few windows
+
+    bands = bands_over(f, window, lambda *_: {},
+                       lambda tier, since, until: seen.get(tier, []))
+    assert bands.usual_lag == {"orders_db": 3600.0}
+
+    def tally(name: str, newest: str) -> TierTally:
+        return TierTally(name=name, type="sql", count=10, exact=True, newest=newest)
+
+    x = Inputs(f, window, Aggregates(tiers=[tally("orders_db", "2026-12-02T14:10:00Z"),
+                                            tally("orders_topic", "2026-12-02T14:10:00Z")],
+                                     hops=[]), Replays(topics=[]), Audit(), Flight(), None)
+    [stale] = freshness_findings(x, bands)
+    assert stale.hop == "orders_db" and stale.newest == "2026-12-02T14:10:00Z"
+    assert stale.within_tolerance and "more than 2h before the window's end (its usual lag" \
+        in str(stale.why)
+    fresh = Aggregates(tiers=[tally("orders_db", "2026-12-02T22:30:00Z")], hops=[])
+    assert freshness_findings(Inputs(f, window, fresh, Replays(topics=[]), Audit(), Flight(),
+                                     None), bands) == []
