@@ -253,6 +253,14 @@ class Connector(_Strict):
     """A sink connector's consumer group when overridden (`consumer.override.group.id`);
     default `connect-<name>`."""
 
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"expected the Connect REST API's address, http:// or https://, "
+                             f"got {v!r}")
+        return v
+
     def model_post_init(self, __context: Any) -> None:
         if not self.url and not self.conn:
             raise ValueError("connector: give 'url' (the Connect REST API) or 'conn' (an "

@@ -56,3 +56,6 @@ def test_a_source_connector_has_no_dead_letter_queue(tmp_path: Path) -> None:
 def test_a_connector_names_its_cluster(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="field 'tiers.2.sql.connector': .*give 'url'"):
         flow(tmp_path, sink=", connector: {name: load}")
+    with pytest.raises(ConfigError, match="connector.url': .*http:// or https://, got "
+                                          "'connect:8083'"):
+        flow(tmp_path, sink=', connector: {name: load, url: "connect:8083"}')
