@@ -124,30 +124,44 @@ def _validate(result: Result, run_ctx: Path, tolerance: Tolerance, volume: Volum
                       volume=volume)
 
 
+# GX runs an expectation at a time: one per bucket took minutes for a day of 5-minute buckets
+# of four tiers (1,152), so every bucket is checked by two column pairs, and only the
+# buckets out of their bands, at most this many, get an expectation of their own
+BAND_EXPECTATIONS = 48
+
+
 def _band_expectations(context: Any, result: Result, bands: Bands) -> Any:
-    """The run's copy of the `recon_bands` suite filled: for each tier and bucket, its count
-    between the band its history expects (the bounds as the expectation's kwargs, the history
-    it came from in its meta, so Data Docs show the range beside the count); the rows they
-    check, as a frame."""
+    """The run's copy of the `recon_bands` suite filled, and the rows it checks as a frame
+    (tier, bucket, records, low, high): every bucket's count between the band its history
+    expects (two column pairs over all rows), and each bucket out of its band (the first
+    BAND_EXPECTATIONS) as an expectation of its own, its bounds as kwargs and the history it
+    came from in its meta, so Data Docs show the range beside the count."""
     import great_expectations as gx
     import pandas as pd
     from great_expectations.expectations.metadata_types import FailureSeverity
 
+    severity = FailureSeverity.WARNING if bands.check == "warn" else FailureSeverity.CRITICAL
     counts = {t.name: t.buckets for t in result.tiers}
+    rows: list[dict[str, Any]] = [
+        {"tier": b.tier, "bucket": b.bucket, "records": counts.get(b.tier, {}).get(b.bucket, 0),
+         "low": b.low, "high": b.high} for b in bands.bands]
     suite = context.suites.get("recon_bands")
-    for b in bands.bands:
+    for above, below in (("records", "low"), ("high", "records")):
+        suite.add_expectation(gx.expectations.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A=above, column_B=below, or_equal=True, severity=severity,
+            meta={"history": "each bucket's band: the same slot of the trusted windows of "
+                             "the trailing days (bands.json)"}))
+    outside = [(b, r) for b, r in zip(bands.bands, rows, strict=True)
+               if not b.low <= r["records"] <= b.high]
+    for b, _ in outside[:BAND_EXPECTATIONS]:
         suite.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(
             column="records", min_value=b.low, max_value=b.high,
             row_condition=f'tier=="{b.tier}" and bucket=="{b.bucket}"',
-            condition_parser="pandas",
-            severity=FailureSeverity.WARNING if bands.check == "warn"
-            else FailureSeverity.CRITICAL,
+            condition_parser="pandas", severity=severity,
             meta={"tier": b.tier, "bucket": b.bucket, "history": b.basis,
                   "references": b.references, "median": b.median}))
     suite.save()
-    return pd.DataFrame([{"tier": b.tier, "bucket": b.bucket,
-                          "records": counts.get(b.tier, {}).get(b.bucket, 0)}
-                         for b in bands.bands])
+    return pd.DataFrame(rows)
 
 
 # what each pair of the hops suite checks, as a sentence of one failing hop's row
@@ -193,6 +207,14 @@ def failure_words(suite: str, kind: str, kwargs: dict[str, Any], rows: list[dict
         if kwargs.get("column") == "count":
             return (f"the {len(rows)} replays{of} read different counts: "
                     + ", ".join(str(num(r["count"])) for r in rows))
+    if suite == "recon_bands" and kwargs.get("column_A"):
+        low = kwargs.get("column_B") == "low"
+        bad = [r for r in rows if (num(r["records"]) < num(r["low"]) if low
+                                   else num(r["records"]) > num(r["high"]))]
+        return f"{len(bad)} bucket(s) with {'fewer' if low else 'more'} records than their " \
+               "bands: " + "; ".join(f"{r['tier']} {r['bucket']}: {num(r['records'])}, "
+                                     f"expected {num(r['low'])}-{num(r['high'])}"
+                                     for r in bad[:5]) + ("; ..." if len(bad) > 5 else "")
     if suite == "recon_bands":
         cond = str(kwargs.get("row_condition") or "")
         row = next((r for r in rows if f'tier=="{r["tier"]}" and bucket=="{r["bucket"]}"'
