@@ -148,9 +148,16 @@ class Lab:
         return int(wait_for(f"{rows} rows in dst", lambda: (n := self.count("dst")) >= rows
                             and n, timeout))
 
-    def captured(self, timeout: float = 60) -> None:
-        """Wait until the source connector committed what it captured (its offsets flushed)."""
-        time.sleep(2 * 2.0 + 1)  # two offset flushes of the source worker
+    def captured(self) -> None:
+        """Wait until the source connector committed what it captured: its offsets there and
+        unchanged over two of the source worker's offset flushes (every 2 s)."""
+        def flushed() -> bool:
+            first = self.source_worker.get(f"/connectors/{self.source}/offsets")
+            time.sleep(4.5)
+            return bool(first.get("offsets")) and first == self.source_worker.get(
+                f"/connectors/{self.source}/offsets")
+
+        wait_for(f"connector {self.source}'s offsets flushed", flushed, 60)
 
 
 @dataclass
