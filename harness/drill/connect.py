@@ -52,8 +52,8 @@ SINK_TABLE = ("(id bigint, event_time timestamptz not null, customer text not nu
 FLOW = """flows:
   {name}:
     owners: [drill@example.com]
-    bucket: 1m
-    grace: {grace}s
+    bucket: {bucket}
+    grace: {grace}s{extra}
     disorder: 5s
     replays: 2
     record: {{id: "$.id", event_time: "$.event_time", envelope: debezium}}
@@ -88,6 +88,8 @@ class Lab:
     key: str
     evidence: list[str] = field(default_factory=list)
     next_id: int = 1
+    start: datetime | None = None          # the window's start, once the act begins
+    quiet: list[datetime] = field(default_factory=list)  # buckets the act left silent
 
     @property
     def url(self) -> str:
@@ -173,6 +175,10 @@ class ConnectScenario:
     status: str = "findings"
     # set operations on the truth beyond the plain chain (the dead-letter queue)
     dead_letters: bool = False
+    # the flow's bucket, more of its settings (YAML lines), and a window of fixed length
+    bucket: str = "1m"
+    flow_extra: str = ""
+    window_s: int | None = None
     # as the matrix reads a scenario: one sink, a SQL table, no mirror, never repaired
     sinks: tuple[str, ...] = ("sink",)
     repair: bool = False
@@ -254,6 +260,53 @@ def c5(lab: Lab) -> None:
     lab.note(f"ids {more[0]}-{more[-1]} written after; dst holds {lab.count('dst')} rows")
 
 
+QUIET_BUCKET = timedelta(seconds=10)
+QUIET_RATE = 5          # rows a second, 50 a bucket
+QUIET_WINDOW_S = 180
+
+
+def q1(lab: Lab) -> None:
+    """The upstream application writes 5 rows a second, as it did at this time of day on each
+    of the 7 days before, and loses its database connection pool for 40 seconds: it writes
+    nothing then, and every tier agrees. The history of those 7 days is written into the
+    source table (rows with their past event times, captured and loaded like any) and kept
+    as the flow's history from what was written per bucket, as `seed-history` keeps counts."""
+    from kafka_recon.outputs import history
+
+    assert lab.start is not None
+    buckets = QUIET_WINDOW_S // int(QUIET_BUCKET.total_seconds())
+    per_bucket = int(QUIET_RATE * QUIET_BUCKET.total_seconds())
+    past: dict[datetime, int] = {}
+    for d in range(1, 8):
+        for k in range(buckets):
+            b = lab.start - timedelta(days=d) + k * QUIET_BUCKET
+            ids = list(range(lab.next_id, lab.next_id + per_bucket))
+            lab.next_id += per_bucket
+            lab.sql("INSERT INTO src SELECT * FROM unnest(%s::bigint[], %s::timestamptz[], "
+                    "%s::text[], %s::int[])", ids,
+                    [b + timedelta(seconds=j / QUIET_RATE) for j in range(per_bucket)],
+                    [f"c{i}" for i in ids], [1] * per_bucket)
+            past[b] = per_bucket
+    for tier in ("db", "cdc", "sink"):
+        history.seed(f"connect-{lab.key.split('-')[0]}", tier, past)
+    lab.note(f"history: {len(past)} past buckets of 7 days seeded, {per_bucket} rows each")
+    silent = range(6, 10)  # buckets 6..9: 40 seconds without a row
+    t0 = time.monotonic()
+    for k in range(buckets):
+        edge = lab.start + k * QUIET_BUCKET
+        if k in silent:
+            lab.quiet.append(edge)
+            continue
+        for j in range(per_bucket):
+            wait = edge + timedelta(seconds=(j + 0.5) / QUIET_RATE) - datetime.now(UTC)
+            time.sleep(max(0.0, wait.total_seconds()))
+            lab.insert(1)
+    lab.note(f"rows written for {time.monotonic() - t0:.0f} s, none from "
+             f"{lab.quiet[0]:%H:%M:%S} to {lab.quiet[-1] + QUIET_BUCKET:%H:%M:%S} (the "
+             "connection pool lost)")
+    lab.loaded(lab.count("src"), timeout=120)
+
+
 CONNECT_SCENARIOS: dict[str, ConnectScenario] = {s.id: s for s in [
     ConnectScenario("C1", "sink with errors.tolerance=all and no dead-letter queue, given rows "
                     "its table refuses", "004", [("loss", "consume", "cdc->sink")],
@@ -269,6 +322,11 @@ CONNECT_SCENARIOS: dict[str, ConnectScenario] = {s.id: s for s in [
                     "004", [("duplicate", "write", "db->cdc")], ("resnapshot",), c4),
     ConnectScenario("C5", "Debezium stopped, its replication slot dropped, rows written, resumed",
                     "004", [("loss", "write", "db->cdc")], ("source_position_lost",), c5),
+    ConnectScenario("Q1", "the upstream application loses its connection pool for 40 s; every "
+                    "tier agrees", "004", [("volume", "write", "db"), ("volume", "write", "cdc"),
+                                           ("volume", "consume", "sink")],
+                    (None, None, None), q1, bucket="10s", window_s=QUIET_WINDOW_S,
+                    flow_extra="\n    volume: {check: fail}"),
 ]}
 
 
@@ -327,9 +385,10 @@ def _setup(sc: ConnectScenario, cluster: KafkaCluster, pg: Any, folder: Path) ->
     return lab
 
 
-def _config(lab: Lab, name: str) -> Path:
+def _config(sc: ConnectScenario, lab: Lab, name: str) -> Path:
     path = lab.folder / "flows.yaml"
-    path.write_text(FLOW.format(name=name, grace=GRACE_S, db=lab.url,
+    path.write_text(FLOW.format(name=name, grace=GRACE_S, db=lab.url, bucket=sc.bucket,
+                                extra=sc.flow_extra,
                                 bootstrap=lab.cluster.bootstrap, topic=lab.topic,
                                 source=lab.source, source_url=lab.source_worker.url,
                                 sink=lab.sink, sink_url=lab.sink_worker.url))
@@ -337,11 +396,14 @@ def _config(lab: Lab, name: str) -> Path:
 
 
 def _changes(bootstrap: str, topic: str, start: datetime, end: datetime, closes: datetime
-             ) -> Counter[int]:
+             ) -> tuple[Counter[int], set[int]]:
     """Each window row's captures in a change topic: once per create or snapshot read, once
-    at least when only updated or deleted (a plain consumer, every partition from its start)."""
+    at least when only updated or deleted (a plain consumer, every partition from its start);
+    and the rows captured after the window's end, inside grace (late)."""
     made: Counter[int] = Counter()
     seen: set[int] = set()
+    late: set[int] = set()
+    e_ms = int(end.timestamp() * 1000) if end.year < 9999 else None
     for m in read_topic(bootstrap, topic):
         if m.value() is None or m.timestamp()[1] >= int(closes.timestamp() * 1000):
             continue
@@ -355,9 +417,11 @@ def _changes(bootstrap: str, topic: str, start: datetime, end: datetime, closes:
         seen.add(int(row["id"]))
         if change.get("op") in ("c", "r"):
             made[int(row["id"])] += 1
+        if e_ms is not None and m.timestamp()[1] >= e_ms:
+            late.add(int(row["id"]))
     for i in seen - set(made):
         made[i] = 1
-    return made
+    return made, late
 
 
 def _rows(lab: Lab, table: str, start: datetime, end: datetime) -> Counter[int]:
@@ -368,9 +432,31 @@ def _rows(lab: Lab, table: str, start: datetime, end: datetime) -> Counter[int]:
 
 def _queued(lab: Lab) -> set[int]:
     """The ids in the sink's dead-letter queue."""
-    q = _changes(lab.cluster.bootstrap, lab.dlq, datetime.min.replace(tzinfo=UTC),
+    q, _ = _changes(lab.cluster.bootstrap, lab.dlq, datetime.min.replace(tzinfo=UTC),
                  datetime.max.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
     return set(q)
+
+
+def quiet_problems(result: Any, quiet: list[datetime], expected: dict[Key, dict[str, Any]]
+                   ) -> list[str]:
+    """Q1's judgement: each tier's volume finding names exactly the silent buckets, with none
+    of their records (the chain's own findings, none as every tier agrees, are judged as any
+    scenario's). The expected volume findings join `expected`, for the matrix's words."""
+    from kafka_recon.window import iso_z
+
+    want = [iso_z(b) for b in quiet]
+    problems = []
+    for kind, side, hop in [("volume", "write", "db"), ("volume", "write", "cdc"),
+                            ("volume", "consume", "sink")]:
+        expected[(kind, side, hop)] = {"ids": set(), "count": 0}
+        got = [f for f in result.record_findings if f.kind == kind and f.hop == hop]
+        if [f.buckets for f in got] != [want] or any(f.count or f.direction != "too few"
+                                                    for f in got):
+            problems.append(f"{kind}/{side}/{hop}: expected one finding, too few, over "
+                            f"{want[0]}..{want[-1]}; found "
+                            + ("; ".join(f"{f.direction} {f.buckets} ({f.count})" for f in got)
+                               or "none"))
+    return problems
 
 
 def truth_of(sc: ConnectScenario, lab: Lab, start: datetime, end: datetime,
@@ -379,10 +465,12 @@ def truth_of(sc: ConnectScenario, lab: Lab, start: datetime, end: datetime,
     plainly: the chain's loss, copies and rows from nowhere, and the loss the dead-letter
     queue holds reported as dead-lettered."""
     up = _rows(lab, "src", start, end)
-    topic = _changes(lab.cluster.bootstrap, lab.topic, start, end, closes)
+    topic, late = _changes(lab.cluster.bootstrap, lab.topic, start, end, closes)
     sink = _rows(lab, "dst", start, end)
     out = chain_findings([("db", up), ("cdc", topic), ("sink", sink)],
                          ["write", "consume"])
+    if late:  # captured after the window's end, inside grace: late, not lost
+        out[("late", "write", "db->cdc")] = {"ids": late, "count": len(late)}
     lab.note(f"truth: {len(up)} rows in src, {sum(topic.values())} captures of "
              f"{len(topic)} rows in the topic, {sum(sink.values())} rows in dst")
     if sc.dead_letters:
@@ -409,7 +497,7 @@ def attempt(sc: ConnectScenario, cluster: KafkaCluster, pg: Any, spark: Any,
     lab = _setup(sc, cluster, pg, folder)
     try:
         name = f"connect-{sc.id.lower()}"
-        config = _config(lab, name)
+        config = _config(sc, lab, name)
         store = folder / "snapshots.db"
         os.environ["KAFKA_RECON_SNAPSHOTS"] = str(store)
         recorder = Recorder(config, store)
@@ -417,12 +505,14 @@ def attempt(sc: ConnectScenario, cluster: KafkaCluster, pg: Any, spark: Any,
             wait_for("the flight recorder's first snapshot", lambda: recorder.taken, 60)
             start = _ceil_second(datetime.now(UTC))
             time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
+            lab.start = start
             try:
                 sc.act(lab)
             except Exception as exc:
                 exc.evidence = lab.evidence  # type: ignore[attr-defined]
                 raise
-            end = _ceil_second(datetime.now(UTC)) + timedelta(seconds=1)
+            end = start + timedelta(seconds=sc.window_s) if sc.window_s \
+                else _ceil_second(datetime.now(UTC)) + timedelta(seconds=1)
             closes = end + timedelta(seconds=GRACE_S)
             time.sleep(max(0.0, (closes - datetime.now(UTC)).total_seconds() + 1.5))
             wait_for("a recorder snapshot after the window closed",
@@ -433,7 +523,12 @@ def attempt(sc: ConnectScenario, cluster: KafkaCluster, pg: Any, spark: Any,
         run = orchestrate.load(name, start.isoformat(), end.isoformat(), config,
                                folder / "run")
         result = orchestrate.execute(run, spark, with_report=False)
-        found = found_findings(result, folder / "run")
+        shown = found_findings(result, folder / "run")
+        problems = []
+        if lab.quiet:  # volume findings name buckets, not ids: judged on their own
+            problems = quiet_problems(result, lab.quiet, expected)
+        found = {k: v for k, v in shown.items() if k[0] != "volume"}
+        chain = {k: v for k, v in expected.items() if k[0] != "volume"}
         causes = dict(zip(sc.expected, sc.causes, strict=True))
         missing = set(sc.expected) - set(expected)
         if missing:
@@ -445,12 +540,12 @@ def attempt(sc: ConnectScenario, cluster: KafkaCluster, pg: Any, spark: Any,
                 "flows": [{"flow": name, "status": result.status, "reasons": result.reasons,
                            "audit": audit_summary(result),
                            "truth": {"/".join(k): v["count"] for k, v in expected.items()},
-                           "found": {"/".join(k): v["count"] for k, v in found.items()},
+                           "found": {"/".join(k): v["count"] for k, v in shown.items()},
                            "causes": {"/".join(k): v["cause"] and
                                       f"{v['cause']} ({v['confidence']})"
-                                      for k, v in found.items()},
+                                      for k, v in shown.items()},
                            "cause_evidence": _cause_evidence(result),
-                           "problems": compare(expected, found)
+                           "problems": problems + compare(chain, found)
                            + compare_causes(causes, found)}],
                 "evidence": lab.evidence, "extra_truth": sorted(
                     "/".join(k) for k in set(expected) - set(sc.expected))}

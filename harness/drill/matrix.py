@@ -164,7 +164,8 @@ def write_docs(rows: list[dict[str, Any]], folder: Path, elapsed: float,
 
 
 CONNECTORS = (
-    "The connector scenarios (C1-C5) run a pipeline of Kafka Connect's own workers instead "
+    "The connector scenarios (C1-C5, and Q1, a quiet upstream) run a pipeline of Kafka "
+    "Connect's own workers instead "
     "of the apps (harness/drill/connect.py, docs/connect.md): Debezium's PostgreSQL source on "
     "one Connect cluster, the harness's SQL sink on another, PostgreSQL with logical "
     "replication; their truth is read from PostgreSQL and, record by record, from the topic "
