@@ -764,6 +764,14 @@ class Flow(_Strict):
         return {t.name: c for t in self.tiers
                 if (c := getattr(t, "connector", None)) is not None}
 
+    def loaded_topic(self, tier_name: str) -> KafkaTier | None:
+        """The topic tier right before a tier: what its sink connector loads (None: the tier
+        follows no topic)."""
+        names = [t.name for t in self.tiers]
+        at = names.index(tier_name)
+        before = self.tiers[at - 1] if at else None
+        return before if isinstance(before, KafkaTier) else None
+
     def sink_connector(self, tier_name: str) -> Connector | None:
         """The sink connector loading a SQL or table tier, if declared."""
         t = next((t for t in self.tiers if t.name == tier_name), None)

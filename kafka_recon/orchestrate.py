@@ -41,7 +41,7 @@ from kafka_recon.runfolder import RunFolder
 from kafka_recon.settings import config_path, keep_replays
 from kafka_recon.stores import repairs
 from kafka_recon.stores.lease import Lease
-from kafka_recon.window import Window
+from kafka_recon.window import Window, parse_instant
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -226,12 +226,10 @@ def stage_topic(run: Run) -> None:
 
             connectors = snapshots(run.flow)
             run.folder.write(connectors)
-            names = [t.name for t in run.flow.tiers]
             for c in connectors.connectors:
-                if c.role == "sink" and c.dead_letter_topic:
-                    before = run.flow.tiers[names.index(c.tier) - 1]
-                    assert isinstance(before, KafkaTier)  # a sink's tier follows a topic
-                    preflight.check_queue(endpoint(before), c.dead_letter_topic, c.name)
+                loaded = run.flow.loaded_topic(c.tier)
+                if c.role == "sink" and c.dead_letter_topic and loaded is not None:
+                    preflight.check_queue(endpoint(loaded), c.dead_letter_topic, c.name)
         run.folder.write(audit_flow(run.flow, run.config_dir, ep, connectors))
         run.folder.write(flight_over(run.flow, run.window))
         # what each tier's buckets usually hold, from the flow's own history
@@ -673,7 +671,7 @@ def seed_history(flow: Flow, days: int, until: datetime | None = None) -> list[s
             how = "its " + ("ids query, a COUNT per bucket" if tier.ids else "counts query")
             w = start
             while w < end:
-                counts |= {datetime.fromisoformat(k.replace("Z", "+00:00")): n for k, n in
+                counts |= {parse_instant(k, f"tier '{point.name}'"): n for k, n in
                            bucket_counts(tier, Window(w, w + flow.window), flow.bucket).items()}
                 w += flow.window
         elif isinstance(tier, KafkaTier):

@@ -658,9 +658,8 @@ def _connector_rules(c: ConnectorSnapshot) -> list[tuple[str, str, str, str, str
 def audit_connector(c: ConnectorSnapshot, flow: Flow) -> list[Risk]:
     """The audit of one connector's config and tasks, on the hop it moves records along: a
     source's into its topic (write side), a sink's out of the topic before it (consume)."""
-    names = [t.name for t in flow.tiers]
-    at = names.index(c.tier)
-    topic = flow.tiers[at - 1] if c.role == "sink" and at else flow.tiers[at]
+    topic = flow.loaded_topic(c.tier) if c.role == "sink" \
+        else next(t for t in flow.tiers if t.name == c.tier)
     where = f"connector '{c.name}' at {c.cluster}"
     return [Risk(kind="health" if rule == "K7-task-failed" else "config_risk", rule=rule,
                  side="consume" if c.role == "sink" else "write", severity=sev,

@@ -11,6 +11,7 @@ from kafka_recon.runfiles.outcomes import Validation
 from kafka_recon.runfiles.repair import RepairDelivery, RepairPlan
 from kafka_recon.runfolder import RunFolder, remove, write_bytes, write_text
 from kafka_recon.settings import ui_url
+from kafka_recon.window import parse_instant
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -76,8 +77,8 @@ def volume_sentence(result: Result, f: Finding) -> str:
     span = ""
     if f.buckets and result.bucket_seconds:
         step = timedelta(seconds=result.bucket_seconds)
-        first = datetime.fromisoformat(f.buckets[0].replace("Z", "+00:00"))
-        last = datetime.fromisoformat(f.buckets[-1].replace("Z", "+00:00")) + step
+        first = parse_instant(f.buckets[0], "a volume finding")
+        last = parse_instant(f.buckets[-1], "a volume finding") + step
         fmt = "%H:%M" if first.date() == (last - timedelta(microseconds=1)).date() \
             else "%Y-%m-%d %H:%M"
         span = f" between {first:{fmt}} and {last:{fmt}}"

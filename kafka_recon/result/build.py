@@ -47,7 +47,7 @@ from kafka_recon.runfiles.connectors import Connectors
 from kafka_recon.runfiles.flight import Flight
 from kafka_recon.runfiles.replays import ReplayRun, Replays, TopicReplays
 from kafka_recon.sources.topic import PartitionRange, deleted_before_consumed, retention_cut
-from kafka_recon.window import Window, iso_z
+from kafka_recon.window import Window, iso_z, parse_instant
 
 _MEASURES = ("expected", "observed", "missing", "unexpected", "duplicate")
 # a hop's finding kinds, and the hop's count each reads
@@ -321,7 +321,7 @@ def freshness_findings(x: Inputs, bands: Bands) -> list[Finding]:
             else timedelta(seconds=usual or 0) + x.flow.bucket
         said = "" if f.after is not None else " (its usual lag, learned from its history, " \
             "and a bucket)"
-        newest = datetime.fromisoformat(t.newest.replace("Z", "+00:00")) if t.newest else None
+        newest = parse_instant(t.newest, f"tier '{t.name}'") if t.newest else None
         if newest is None or newest < x.window.end - allowed:
             out.append(Finding(kind="freshness", side=x.side_into(t.name), hop=t.name,
                                count=t.count, newest=t.newest, within_tolerance=f.check == "warn",
@@ -344,8 +344,8 @@ def _outside(bands: list[BucketBand], counts: dict[str, int], step: timedelta
     slots: list[tuple[int, BucketBand | None]] = []
     by_start = {b.bucket: b for b in bands}
     if bands:
-        t = min(datetime.fromisoformat(b.bucket.replace("Z", "+00:00")) for b in bands)
-        last = max(datetime.fromisoformat(b.bucket.replace("Z", "+00:00")) for b in bands)
+        t = min(parse_instant(b.bucket, "bands.json") for b in bands)
+        last = max(parse_instant(b.bucket, "bands.json") for b in bands)
         while t <= last:
             band = by_start.get(iso_z(t))
             slots.append((counts.get(iso_z(t), 0), band))
