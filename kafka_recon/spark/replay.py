@@ -45,7 +45,8 @@ TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 # fetch, 50 MiB per fetch) are sized for following a live topic; 8 MiB made the median bench run
 # 4% faster (bench.tune, docs/performance.md). Applied before the flow's own settings, which win.
 BULK_READ: dict[str, str] = {"kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
-                             "kafka.fetch.max.bytes": str(64 * 1024 * 1024)}
+                             "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
+                             "kafka.fetch.max.wait.ms": "10"}
 
 
 # ------------------------------------------------------------------ pure transforms
