@@ -1,7 +1,7 @@
 """Charts as PNG bytes: records per bucket for every tier of a run, a flow's history.
 
-matplotlib is imported inside the functions (Agg backend, no display): DAG files and the plugin
-import this module's callers at parse time.
+matplotlib is imported inside the functions (a bare Figure, drawn by Agg, no display): DAG files
+and the plugin import this module's callers at parse time.
 """
 
 from __future__ import annotations
@@ -25,17 +25,16 @@ def _figure(width: float = 9, height: float = 3.6, gaps_panel: bool = False
     """A figure with the records' panel and, with `gaps_panel`, a smaller one below it on the
     same time axis for the missing and duplicate records: each count on a scale of its own
     meaning, never two unrelated y axes on one panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    # a Figure of its own, not pyplot's: no backend to choose, no figure kept in a global
+    # registry to close, and a third of a second less to import on every run's report
+    from matplotlib.figure import Figure
 
     if gaps_panel:
-        fig, (ax, low) = plt.subplots(2, 1, figsize=(width, height * 1.35), dpi=100,
-                                      sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+        fig = Figure(figsize=(width, height * 1.35), dpi=100)
+        ax, low = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
     else:
-        fig, ax = plt.subplots(figsize=(width, height), dpi=100)
-        low = None
+        fig = Figure(figsize=(width, height), dpi=100)
+        ax, low = fig.subplots(), None
     for a in (ax, low):
         if a is None:
             continue
@@ -79,12 +78,9 @@ def _gap_bars(low: Any, xs: list[datetime], missing: list[int], duplicate: list[
 
 
 def _png(fig: Any) -> bytes:
-    from matplotlib import pyplot as plt
-
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
+    fig.savefig(buf, format="png")  # a bare Figure draws with Agg, matplotlib's own
     return buf.getvalue()
 
 
