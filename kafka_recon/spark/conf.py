@@ -28,12 +28,20 @@ RECORDS_PER_PARTITION = 125_000
 JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
+# A small window's partitions each cost a task per shuffle for little work: below two per core,
+# one per this many records. At 10k records one partition took the reconcile 3.6-4.0 s through
+# a warm server against 4.3-5.2 s with four (docs/performance.md, "A small window").
+SMALL_PARTITION = 25_000
+
+
 def shuffle_partitions(records: int | None, cores: int) -> int:
     """Spark's 200 cost more than they help on a small window and too few spill on a large one:
-    one partition per 125k records, at least two per core, at most 4000."""
+    one partition per 125k records, at most 4000; at least two per core, but no more than one
+    per 25k records for a window of known size (a window of unknown size: two per core)."""
     least = max(2, 2 * cores)
     if not records:
         return least
+    least = min(least, max(1, -(-records // SMALL_PARTITION)))
     return min(4000, max(least, -(-records // RECORDS_PER_PARTITION)))
 
 

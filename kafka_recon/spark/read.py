@@ -24,11 +24,18 @@ from kafka_recon.window import Window
 # (bench/tune-slices-50m.json): slices once grew with the records because a 25M slice ran the
 # 1g heap out in the comparison's partial aggregation, gone since 2026-11-28 (157ba74).
 JDBC_SLICES = 2
+# A tier staging counted at most this many records is read in one slice: a slice is a query
+# and a task of its own, and at 10k records the second one only added both
+# (docs/performance.md, "A small window").
+ONE_SLICE = 100_000
 
 
-def jdbc_slices(tier: SqlTier) -> int:
-    """How many event-time slices a SQL tier is read in: its own `slices`, else JDBC_SLICES."""
-    return tier.slices or JDBC_SLICES
+def jdbc_slices(tier: SqlTier, records: int | None = None) -> int:
+    """How many event-time slices a SQL tier is read in: its own `slices`, else one for a tier
+    staging counted at most ONE_SLICE records, else JDBC_SLICES."""
+    if tier.slices:
+        return tier.slices
+    return 1 if records is not None and records <= ONE_SLICE else JDBC_SLICES
 
 
 def bucket_of(col: Column, start: datetime, bucket_seconds: int) -> Column:
@@ -51,10 +58,12 @@ def window_records(df: DataFrame, start: datetime, end: datetime,
             .withColumn("bucket", bucket_of(F.col("event_time"), start, bucket_seconds)))
 
 
-def read_sql_tier(spark: SparkSession, tier: SqlTier, window: Window) -> DataFrame:
+def read_sql_tier(spark: SparkSession, tier: SqlTier, window: Window,
+                  records: int | None = None) -> DataFrame:
     """A SQL tier's (id, event_time) records: its id query as the sources layer reads it over
-    JDBC (text ids, in parallel time slices: `jdbc_slices`), normalised as every tier's are."""
-    df = read_ids(spark, tier, window, jdbc_slices(tier))
+    JDBC (text ids, in parallel time slices: `jdbc_slices`, `records` what staging counted),
+    normalised as every tier's are."""
+    df = read_ids(spark, tier, window, jdbc_slices(tier, records))
     return df.select(normalise_id(F.col("id")).alias("id"),
                      event_time(F.col("event_time"), "iso8601").alias("event_time"))
 

@@ -139,7 +139,8 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, stag
     findings' cache); one job summarises the evidence of causes of every hop with findings,
     after a small job per evidence table that broadcasts its ids; one job writes every id file.
     """
-    ids = read_id_tiers(spark, flow, window, replays, topic_records)
+    ids = read_id_tiers(spark, flow, window, replays, topic_records,
+                        {p.name: p.count for p in staged.points})
     try:
         read_dead_letters(spark, flow, window, ids, connectors)
         counts = count(flow, window, ids)
@@ -161,10 +162,12 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder, stag
 
 
 def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Replays,
-                  topic_records: dict[str, DataFrame] | None) -> IdTiers:
+                  topic_records: dict[str, DataFrame] | None,
+                  staged: dict[str, int] | None = None) -> IdTiers:
     """Each id tier's records, read once: a topic's (the replay read a margin beyond the
     window: what counts, and where an unidentifiable record counts, is decided here as in the
-    replay's summary, with the topic's own grace), a SQL tier's over JDBC in its slices."""
+    replay's summary, with the topic's own grace), a SQL tier's over JDBC in its slices (as
+    many as what staging counted of it calls for: `staged`, by point name)."""
     bucket_s = int(flow.bucket.total_seconds())
     exact = [i for i, p in enumerate(flow.points) if p.exact]
     ids = IdTiers(slot={i: k for k, i in enumerate(exact)}, raws=[], records=[], topics={})
@@ -186,7 +189,8 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 ids.raws.append(ids.keep_records(table.records))
             else:
                 assert isinstance(tier, SqlTier)  # an id tier is a topic, a table or SQL
-                ids.raws.append(ids.keep_records(read_sql_tier(spark, tier, window)))
+                ids.raws.append(ids.keep_records(read_sql_tier(
+                    spark, tier, window, (staged or {}).get(flow.points[i].name))))
         ids.records = [window_records(r, window.start, window.end, bucket_s) for r in ids.raws]
     except BaseException:
         release(ids.cached)

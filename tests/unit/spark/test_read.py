@@ -37,3 +37,7 @@ def test_a_sql_tier_is_read_in_the_measured_slices_at_any_size_unless_it_names_i
     tier = SqlTier(name="db", type="sql", conn="sqlite:///x.db", ids=query)
     assert rd.jdbc_slices(tier) == rd.JDBC_SLICES == 2
     assert rd.jdbc_slices(tier.model_copy(update={"slices": 16})) == 16
+    # a tier staging counted small is one slice (and the one for what slices do not cover)
+    assert rd.jdbc_slices(tier, 10_000) == 1
+    assert rd.jdbc_slices(tier, 1_000_000) == 2
+    assert rd.jdbc_slices(tier.model_copy(update={"slices": 16}), 10_000) == 16

@@ -53,8 +53,9 @@ def test_the_clusters_flows_and_connections_spark_settings_win_over_kafka_recons
 
 
 @pytest.mark.parametrize(("records", "cores", "partitions"), [
-    (None, 2, 4), (0, 2, 4), (10_000, 2, 4), (1_000_000, 2, 8), (50_000_000, 2, 400),
-    (1_000_000, 32, 64), (10**12, 8, 4000)])
+    (None, 2, 4), (0, 2, 4), (10_000, 2, 1), (60_000, 2, 3), (100_000, 2, 4),
+    (200_000, 32, 8), (1_000_000, 2, 8), (50_000_000, 2, 400),
+    (1_000_000, 32, 40), (10**12, 8, 4000)])
 def test_shuffle_partitions_follow_the_windows_records_and_the_clusters_cores(
         records: int | None, cores: int, partitions: int) -> None:
     from kafka_recon.spark.conf import shuffle_partitions
