@@ -428,6 +428,14 @@ def deliver_repair(run: Run, spark: SparkSession | Callable[[], SparkSession],
         return delivery
 
 
+def answered(run: Run) -> bool:
+    """Whether the Spark step gave the window an answer to validate: a result, every step it
+    depends on done, and not inconclusive."""
+    if not run.folder.result.exists() or run.folder.unfinished() is not None:
+        return False
+    return Result.load(run.folder.result).status != "inconclusive"
+
+
 def validate(run: Run) -> Validation:
     """Step 4: the Great Expectations suites; a flow with no upstream count also gets the volume
     band learned from the history."""

@@ -3,9 +3,9 @@ import the orchestration lazily: parsing a DAG file stays free of I/O and of pys
 great_expectations.
 
 What fails and what retries: a window with findings, or an inconclusive one, fails its run at
-once (`validate`, `verdict`: AirflowFailException, never retried: a retry would read the same
-answer); an error that may pass on a retry (a broker, database or SMTP server that cannot be
-reached) is retried with backoff.
+once (`report`, whose validation fails, and `verdict`: AirflowFailException, never retried: a
+retry would read the same answer); an error that may pass on a retry (a broker, database or
+SMTP server that cannot be reached) is retried with backoff.
 """
 
 from __future__ import annotations
@@ -42,34 +42,35 @@ def stage_topic(flow: str, start: str, end: str) -> str:
     return str(run.out)
 
 
-@task
-def validate(flow: str, start: str, end: str) -> bool:
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def report(flow: str, start: str, end: str) -> dict[str, str]:
+    """Steps 4 to 6 in one task: the Great Expectations suites (when the Spark step gave an
+    answer), the report of whatever the run concluded, and the run's rows in the history. One
+    task, not three: each task start cost a window seconds of a worker and of the scheduler
+    (docs/performance.md, "A window's tasks"). Validation that fails, or that could not run,
+    fails the task after the report and the history are written; a failure to validate is
+    retried, a validation that found the counts wrong is the window's answer and is not."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from kafka_recon import orchestrate
 
-    summary = orchestrate.validate(held_run(flow, start, end))
-    if not summary.success:
+    run = held_run(flow, start, end)
+    summary, broken = None, None
+    if orchestrate.answered(run):
+        try:
+            summary = orchestrate.validate(run)
+        except Exception as exc:  # the report and the history still get written
+            broken = exc
+    paths = orchestrate.report(run)
+    orchestrate.record_history(run)
+    if broken is not None:
+        raise broken
+    if summary is not None and not summary.success:
         failed = "; ".join(f"{k}: {f.said}" for k, v in summary.suites.items()
                            for f in v.failed)
         # the window's answer: a retry would validate the same counts
         raise AirflowFailException(f"Great Expectations validation failed: {failed}")
-    return True
-
-
-@task(trigger_rule=TriggerRule.ALL_DONE)
-def report(flow: str, start: str, end: str) -> dict[str, str]:
-    """The report of what the run concluded: a step that failed makes it inconclusive."""
-    from kafka_recon import orchestrate
-
-    return orchestrate.report(held_run(flow, start, end))
-
-
-@task(trigger_rule=TriggerRule.ALL_DONE)
-def history(flow: str, start: str, end: str) -> dict[str, int]:
-    from kafka_recon import orchestrate
-
-    return orchestrate.record_history(held_run(flow, start, end))
+    return paths
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)

@@ -205,7 +205,7 @@ def test_a_window_whose_sink_lost_rows_fails_at_once_and_mails_the_ids(
     end = _when(run["data_interval_end"])
     assert _when(wait["end_date"]) >= end + CLOSING
     # the shipped retries are on, yet a window's answer is not retried
-    for task_id in ("validate", "verdict"):
+    for task_id in ("report", "verdict"):
         ti = live.task(run["dag_run_id"], task_id)
         assert (ti["state"], ti["try_number"]) == ("failed", 1), ti
         assert ti["max_tries"] >= 2, ti

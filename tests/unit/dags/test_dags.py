@@ -46,9 +46,9 @@ def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -
 def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
                                                                              ) -> None:
     dag = dagbag["dags"]["recon__orders"]
-    assert dag["tasks"] == ["alert", "begin", "history", "notify", "replay_reconcile", "report",
+    assert dag["tasks"] == ["alert", "begin", "notify", "replay_reconcile", "report",
                             "stage__collector", "stage__orders_db", "stage__warehouse",
-                            "stage_topic", "validate", "verdict"]
+                            "stage_topic", "verdict"]
     assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
     assert dag["catchup"] is False
     down = dag["downstream"]
@@ -63,13 +63,15 @@ def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(da
                                                     "stage__warehouse", "stage_topic"]
     # a tier that failed to stage keeps the Spark step from running
     assert dag["trigger_rules"]["replay_reconcile"] == "none_failed"
-    assert down["report"] == ["alert", "history", "notify"] and down["notify"] == ["verdict"]
+    # after the Spark step, one task validates, reports and records the history: three
+    # task starts in one
+    assert down["replay_reconcile"] == ["report"]
+    assert down["report"] == ["alert", "notify"] and down["notify"] == ["verdict"]
     assert down["alert"] == ["verdict"]
     # owners hear about failures too: report, notify, alert and verdict run whatever
-    # validation said
-    for t in ("report", "history", "notify", "alert", "verdict"):
+    # the Spark step did
+    for t in ("report", "notify", "alert", "verdict"):
         assert dag["trigger_rules"][t] == "all_done", t
-    assert dag["trigger_rules"]["validate"] == "all_success"
 
 
 def test_owners_tags_and_retries_come_from_the_flow(dagbag: dict) -> None:
