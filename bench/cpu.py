@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 # (part, words any of which in a command line marks it), first match wins
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("pipelines", ("harness.drill.apps",)),
+    ("pipelines", ("harness.drill.apps", "bench.feeder")),
     ("spark server", ("SparkConnectServer",)),
     ("kafka", ("kafka.Kafka",)),
     ("postgresql", ("postgres",)),

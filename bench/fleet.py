@@ -1,8 +1,10 @@
 """`make bench-fleet`: many flows on short windows, run by Airflow's live scheduler.
 
 Twenty flows (by default), each a pipeline that never pauses (an application writing orders
-upstream, a producer tailing them into the flow's topic, a consumer loading the sink:
-harness.live), each at its own rate so that a window holds from 10,000 to 100,000 records. Every
+upstream and producing them to the flow's topic, a loader writing the topic into the flow's
+sink table in PostgreSQL), all of them fed by one process (`bench.feeder`), so that feeding
+costs less than what is measured; each flow at its own rate so that a window holds from 10,000
+to 100,000 records. Every
 flow's `recon__<flow>` DAG runs on 5-minute windows under Airflow's api-server, scheduler,
 dag-processor and triggerer (LocalExecutor, PostgreSQL), all its Spark work through one warm
 Spark Connect server (`KAFKA_RECON_SPARK_REMOTE`), every other setting the shipped default.
@@ -25,6 +27,7 @@ import json
 import math
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cpu import CpuSampler
-from harness.live import LivePipeline, floor_to
+from harness.live import floor_to
 from harness.services.airflow import AirflowServers, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.postgres import PostgresServer
@@ -51,13 +54,53 @@ def rates(flows: int, window: timedelta, least: int, most: int) -> list[float]:
     return [n / window.total_seconds() for n in span]
 
 
-def flows_yaml(pipelines: dict[str, LivePipeline], window: timedelta) -> str:
-    """One flow config holding every flow (LivePipeline writes one flow's file each)."""
+FLOW_YAML = """
+  {name}:
+    owners: [fleet@example.com]
+    window: {window}
+    grace: {grace}
+    disorder: {disorder}
+    replays: 2
+    record: {{id: "$.id", event_time: "$.ts"}}
+    tiers:
+      - name: orders_db
+        type: sql
+        conn: "sqlite:///{upstream}"
+        ids: "SELECT id, ts AS event_time FROM src WHERE ts >= :start AND ts < :end"
+      - name: orders_topic
+        type: kafka
+        bootstrap: "{bootstrap}"
+        topic: "{topic}"
+        consumer_groups: [{group}]
+        producer: {{acks: all, enable.idempotence: true}}
+        consumer: {{enable.auto.commit: false}}
+      - name: warehouse
+        type: sql
+        conn: "{sink}"
+        ids: "SELECT id, ts AS event_time FROM {table} WHERE ts >= :start AND ts < :end"
+"""
+
+
+def flows_yaml(feeds: list[dict[str, Any]], window: timedelta, bootstrap: str, sink: str
+               ) -> str:
+    """One flow config holding every flow of the feeder's spec."""
+    from bench.feeder import GROUP
+
     minutes = f"{int(window.total_seconds() // 60)}m"
-    parts = [p.flow_yaml(name, window=minutes, grace=f"{int(GRACE.total_seconds())}s",
-                         disorder=f"{int(DISORDER.total_seconds())}s").split("\n", 1)[1]
-             for name, p in pipelines.items()]
-    return "flows:\n" + "".join(parts)
+    return "flows:" + "".join(
+        FLOW_YAML.format(name=f["name"], window=minutes, grace=f"{int(GRACE.total_seconds())}s",
+                         disorder=f"{int(DISORDER.total_seconds())}s", upstream=f["upstream"],
+                         bootstrap=bootstrap, topic=f["topic"], group=GROUP, sink=sink,
+                         table=f["sink_table"])
+        for f in feeds)
+
+
+def make_topics(bootstrap: str, topics: list[str], partitions: int = 3) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
+        fut.result(30)
 
 
 def warmed(runs_root: Path, flows: list[str]) -> bool:
@@ -176,11 +219,15 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
     kafka = KafkaCluster(work / "kafka", size=1, heap="1g", lean=False).start()
     mail = MailCatcher(work / "mail").start()
     connect = SparkConnect(work / "connect", master=a.master)
-    pipelines = {n: LivePipeline(work / "pipelines" / n, kafka.bootstrap, topic=f"{n}_orders",
-                                 group=f"{n}-loader", rate=r)
-                 for n, r in zip(names, rates(a.flows, window, a.least, a.most), strict=True)}
+    (work / "pipelines").mkdir()
+    feeds: list[dict[str, Any]] = [
+        {"name": n, "topic": f"{n}_orders", "upstream": str(work / "pipelines" / f"{n}.db"),
+         "sink_table": f"dst_{n}", "rate": r}
+        for n, r in zip(names, rates(a.flows, window, a.least, a.most), strict=True)]
+    sink = pg.create_database("fleet_sinks")
     config = work / "flows.yaml"
-    config.write_text(flows_yaml(pipelines, window))
+    config.write_text(flows_yaml(feeds, window, kafka.bootstrap, sink))
+    feeder: subprocess.Popen[bytes] | None = None
     servers = AirflowServers(work / "airflow", airflow_env(
         work / "airflow", smtp_port=mail.port, extra={
             "KAFKA_RECON_CONFIG": str(config), "KAFKA_RECON_OUT": str(work / "runs")}),
@@ -201,9 +248,14 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         servers.start()
         now = datetime.now(UTC)
         first = floor_to(now, window) - window  # the window each DAG runs first on unpausing
-        for p in pipelines.values():
-            # that window gets rows as if the pipeline had run through it
-            p.start(prefill=[(first, first + window, int(p.rate * window.total_seconds()))])
+        make_topics(kafka.bootstrap, [f["topic"] for f in feeds])
+        spec = work / "feeder.json"
+        # that window gets rows as if the pipelines had run through it
+        spec.write_text(json.dumps({"bootstrap": kafka.bootstrap, "sink": sink, "flows": feeds,
+                                    "prefill": [[iso_z(first), iso_z(first + window)]]}))
+        with (work / "feeder.log").open("ab") as log:
+            feeder = subprocess.Popen([sys.executable, "-m", "bench.feeder", str(spec)],
+                                      stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
         for n in names:
             servers.unpause(f"recon__{n}")
         unpaused = datetime.now(UTC)
@@ -245,8 +297,12 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
             print(f"no task timeline: Airflow's REST API did not answer ({exc})", flush=True)
     finally:
         servers.stop()
-        for p in pipelines.values():
-            p.stop()
+        if feeder is not None:
+            feeder.terminate()
+            try:
+                feeder.wait(90)
+            except subprocess.TimeoutExpired:
+                feeder.kill()
         connect.stop()
         mail.stop()
         kafka.stop()

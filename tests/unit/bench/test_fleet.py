@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from bench import fleet
-from harness.live import LivePipeline
 from kafka_recon.config import load_flows
 
 pytestmark = pytest.mark.unit
@@ -25,14 +24,19 @@ def test_the_flows_rates_spread_their_windows_from_the_least_to_the_most_records
 
 
 def test_every_flow_of_the_fleet_is_in_one_valid_flow_config(tmp_path: Path) -> None:
-    pipes = {f"fleet{k:02d}": LivePipeline(tmp_path / str(k), "127.0.0.1:9", topic=f"t{k}")
-             for k in range(3)}
+    feeds = [{"name": f"fleet{k:02d}", "topic": f"t{k}", "upstream": str(tmp_path / f"{k}.db"),
+              "sink_table": f"dst_{k}", "rate": 1.0} for k in range(3)]
     config = tmp_path / "flows.yaml"
-    config.write_text(fleet.flows_yaml(pipes, WINDOW))
+    config.write_text(fleet.flows_yaml(feeds, WINDOW, "127.0.0.1:9",
+                                       "postgresql://postgres@127.0.0.1:5/fleet_sinks"))
     flows = load_flows(config)
     assert sorted(flows) == ["fleet00", "fleet01", "fleet02"]
     assert {f.window for f in flows.values()} == {WINDOW}
     assert [flows[n].topic_tier.topic for n in sorted(flows)] == ["t0", "t1", "t2"]
+    # every flow's sink is its own table of the one sink database, loaded by one group
+    assert [flows[n].tiers[2].ids.split(" FROM ")[1].split()[0] for n in sorted(flows)] == [
+        "dst_0", "dst_1", "dst_2"]
+    assert {tuple(flows[n].topic_tier.consumer_groups) for n in flows} == {("fleet-loader",)}
 
 
 def _result(root: Path, flow: str, end: datetime, status: str, written: datetime) -> None:
