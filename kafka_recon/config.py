@@ -488,7 +488,7 @@ class Volume(_Strict):
     leaves the window ok) or fail (a `volume` finding that fails it)."""
     width: float = Field(4.0, gt=0, le=20)
     """The band's half-width, in standard deviations of the day-to-day spread and the count's
-    own noise (4: no false alarm in 28 seasonal days, docs/performance.md)."""
+    own noise (4: no false alarm in 28 seasonal days, docs/performance-history.md)."""
     days: int = Field(28, ge=7, le=120)
     """Trailing days the same bucket of the day is taken from."""
     references: int = Field(7, ge=3)

@@ -5,7 +5,7 @@ first job, and more during it; on two cores that was 7-8 s of each run's start a
 seconds of its first job. HotSpot's class data sharing (AppCDS) keeps classes once parsed and
 verified in an archive the JVM maps at start. At 1M records a run took 54.0 s with an archive
 and 59.6 without (medians of 3 interleaved runs; the Spark start 4.3-4.7 s instead of 6.6-8.4,
-the replay 2.5 s shorter; docs/performance.md, "The class archive").
+the replay 2.5 s shorter; docs/performance-history.md, "The class archive").
 
 `build` makes the archive: a short Spark application, in a JVM of its own, runs kafka-recon's
 own steps on a few synthetic records (a replay's extraction and summary, the comparison, the

@@ -29,7 +29,7 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
     cached partition of a tier) merges nothing. It cost a hash map as large as the partition,
     spilled and merged back from disk: at 10M records a topic's partition holds 5M ids, and
     the merge's read buffers, one per spill file, ran a 1g driver out of heap
-    (docs/performance.md, "... the comparison without a partial aggregation")."""
+    (docs/performance-history.md, "... the comparison without a partial aggregation")."""
     tagged = reduce(lambda x, y: x.unionByName(y),
                     [df.select("id", "bucket", F.lit(i).alias("tier"),
                                (F.col("dropped") if i in dropping else F.lit(False))

@@ -19,7 +19,8 @@ UTC_JVM = "-Duser.timezone=UTC"
 # connection's extra `conf`, a flow's `spark:` block): set only where none of them sets the key.
 # Adaptive execution is off: it re-plans each shuffle as a job of its own (51 jobs a run instead
 # of 19) and the bench measured it slower on a window's ids (bench/tune.json,
-# docs/performance.md). The shuffle partitions follow the window's size (`shuffle_partitions`).
+# docs/performance-history.md). The shuffle partitions follow the window's size
+# (`shuffle_partitions`).
 DEFAULTS = {"spark.sql.adaptive.enabled": "false"}
 STARTUP_DEFAULTS = {"spark.ui.showConsoleProgress": "false"}  # read only when Spark starts
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -97,12 +98,12 @@ def spark_conf(given: dict[str, str] | None = None,
     the class archive), code left interpreted that long cost more than the compiling saved,
     and x3 was the fastest and leanest: 35.2 s and 59.5 CPU s at 1M against 39.3 s and 62.6
     at x10 and 36.4 s and 63.6 at the defaults (bench/tune-jit.json, and at 5M
-    bench/tune-jit-5m.json; docs/performance.md, "The JVM's compiler, measured again"). The
+    bench/tune-jit-5m.json; docs/performance-history.md, "The JVM's compiler, measured again"). The
     throughput collector spent less than G1 (bench/tune-jvm.json). A window of known size up
     to `settings.SMALL_JIT_WINDOW` records is too short for the compiler's second tier to pay:
     with the first tier only a run took 0.70 x the time at 100k records (median 45.6 s against
     65.5) and 0.87 x at 500k (82.5 against 95.2), 2026-11-27 (bench/tune-jit-100k.json and
-    bench/tune-jit-500k.json; docs/performance.md, "The JVM's compiler for small windows").
+    bench/tune-jit-500k.json; docs/performance-history.md, "The JVM's compiler for small windows").
     """
     given = dict(given or {})
     cluster = cluster_defaults() if cluster is None else cluster

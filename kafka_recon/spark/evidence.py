@@ -108,8 +108,8 @@ def upstream_slice(records: int, span: timedelta) -> int:
 
     Only the slices holding a lost record are sorted. In minutes, 1000 records lost at random
     from 10M in a day touched 726 of its 1440 minutes: 5M records were shuffled and sorted to
-    rank 1000 (the upstream's job 19.1 s; in these slices 11.3 s, docs/performance.md). A loss
-    of whole batches touches few slices either way."""
+    rank 1000 (the upstream's job 19.1 s; in these slices 11.3 s,
+    docs/performance-history.md). A loss of whole batches touches few slices either way."""
     slices = min(max(1, records // SLICE_RECORDS), MOST_SLICES)
     return max(1, -(-int(span.total_seconds() * 1_000_000) // slices))
 

@@ -43,7 +43,8 @@ TOP_LEVEL = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 
 # A replay reads a whole window, start to end: the consumer's defaults (1 MiB per partition per
 # fetch, 50 MiB per fetch) are sized for following a live topic; 8 MiB made the median bench run
-# 4% faster (bench.tune, docs/performance.md). Applied before the flow's own settings, which win.
+# 4% faster (bench.tune, docs/performance-history.md). Applied before the flow's own settings,
+# which win.
 BULK_READ: dict[str, str] = {"kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
                              "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
                              "kafka.fetch.max.wait.ms": "10"}
@@ -287,7 +288,7 @@ def hash_sum(hashes: Column) -> Column:
 # into the Spark jars). Spark's Kafka source gives each task one consumer for one partition
 # and asks the broker for the partition's offset range after every poll: a bare read of a
 # million records took 3.0-3.7 s here where this reader, one consumer for several partitions
-# per task, takes 1.0-1.1 s (docs/performance.md, "The window reader").
+# per task, takes 1.0-1.1 s (docs/performance-history.md, "The window reader").
 READER = "kafkarecon.spark.KafkaWindowSource"
 
 

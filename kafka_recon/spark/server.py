@@ -2,7 +2,7 @@
 
 A run that starts a Spark of its own pays for a fresh JVM every time: about 5 s to start, and
 8-9 s more on its first Kafka read while classes load and the JIT compiles the hot code
-(docs/performance.md). A daily reconciliation runs many flows: `kafka-recon spark-server`
+(docs/performance-history.md). A daily reconciliation runs many flows: `kafka-recon spark-server`
 starts that Spark once, and `kafka-recon run --remote sc://host:port` (or
 `KAFKA_RECON_SPARK_REMOTE`) gives each run a session of it. The server is started with what a
 run's own Spark would have: the window reader, the Kafka client and JDBC drivers, the JVMs on

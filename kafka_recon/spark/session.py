@@ -142,7 +142,7 @@ def is_remote(spark: SparkSession) -> bool:
 # third while the tally filled the SQL tiers' (a flight recording at 1M), and finds little to
 # shrink. The comparison's cache, read by every later job, stays compressed: uncompressed, the
 # reconcile took longer. Measured with the records plain: the first replay 16-18% shorter, the
-# run 0.95 x at 50M, within the noise at 10M (docs/performance.md).
+# run 0.95 x at 50M, within the noise at 10M (docs/performance-history.md).
 RECORDS_COMPRESSED = False
 _COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
