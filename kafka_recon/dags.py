@@ -38,12 +38,10 @@ from kafka_recon.airflow.tasks import (
     RECONCILED_ALIAS,
     repair_folder,
     repair_summary,
-    stage_tier,
 )
 from kafka_recon.airflow.wiring import begin, daily_run, runs_in_flight, wire_run
 from kafka_recon.config import Flow, load_flows_partial, schedule_of
 from kafka_recon.errors import ConfigError
-from kafka_recon.orchestrate import staged_tiers
 from kafka_recon.settings import config_path, existing_config, task_retries
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -152,7 +150,7 @@ def scheduled_dag(flow: Flow, config: Path) -> DAG:
         daily_run(RunArgs(flow=flow.name, start="{{ data_interval_start.isoformat() }}",
                           end="{{ data_interval_end.isoformat() }}", config=str(config),
                           pool=replay_pool(flow.cluster)),
-                  staged_tiers(flow))
+                  flow)
     return dag
 
 
@@ -210,12 +208,10 @@ def adhoc_dag(flows: list[str], config: Path) -> DAG:
         args = RunArgs(flow="{{ params.flow }}", start="{{ params.start }}",
                        end="{{ params.end }}", config=str(config),
                        replays="{{ params.replays }}", email="{{ params.email }}")
-        tiers = check(args.flow, args.start, args.end)
-        staged = stage_tier.partial(flow=args.flow, start=args.start, end=args.end) \
-            .expand(tier=tiers)
+        checked = check(args.flow, args.start, args.end)
         begun = begin(args)
-        tiers >> begun
-        wire_run(args, begun, staged, AssetAlias(RECONCILED_ALIAS))
+        checked >> begun
+        wire_run(args, begun, AssetAlias(RECONCILED_ALIAS))
     return dag
 
 

@@ -249,11 +249,31 @@ def gather_stage(run: Run) -> Stage:
     return staged
 
 
-def stage(run: Run) -> Stage:
-    """Step 1, every tier, the topic, then stage.json: what the command line runs in one go."""
-    for name in staged_tiers(run.flow):
-        stage_tier(run, name)
-    stage_topic(run)
+def stage(run: Run, side_by_side: bool = False) -> Stage:
+    """Step 1, every tier, the topic, then stage.json: what the command line runs in one go,
+    and Airflow's `stage` task. `side_by_side`: the tiers and the topic staged at once, each in
+    a thread (each waits on its database or broker, not on a core); every part runs to its
+    end, then the first failure is raised (each part journals its own and leaves the
+    inconclusive result naming it)."""
+    from functools import partial
+
+    parts: list[Callable[[], object]] = [partial(stage_tier, run, name)
+                                         for name in staged_tiers(run.flow)]
+    parts.append(partial(stage_topic, run))
+    if not side_by_side:
+        for part in parts:
+            part()
+        return gather_stage(run)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="stage") as pool:
+        futures = [pool.submit(part) for part in parts]
+    failed = [exc for f in futures if (exc := f.exception()) is not None]
+    if failed:
+        # a run that cannot be made is said first, then a source, then any other step
+        failed.sort(key=lambda e: 0 if isinstance(e, CannotRun) else
+                    1 if isinstance(e, SourceUnreadable) else 2)
+        raise failed[0]
     return gather_stage(run)
 
 

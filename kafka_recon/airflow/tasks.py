@@ -25,20 +25,15 @@ def _truthy(value: Any) -> bool:
 
 
 @task
-def stage_tier(flow: str, tier: str, start: str, end: str) -> str:
-    from kafka_recon import orchestrate
-
-    orchestrate.stage_tier(held_run(flow, start, end), tier)
-    return tier
-
-
-@task
-def stage_topic(flow: str, start: str, end: str) -> str:
-    """The topic's checks, beside the tiers' staging (the Spark step gathers stage.json)."""
+def stage(flow: str, start: str, end: str) -> str:
+    """Step 1 in one task: every SQL and Flume tier and the topic staged side by side, each in
+    a thread, then stage.json. One task, not one per tier: a task start cost a window seconds
+    of a worker's CPU whatever the tier held (docs/performance.md, "A window's tasks"); the
+    journal still says which tier failed."""
     from kafka_recon import orchestrate
 
     run = held_run(flow, start, end)
-    orchestrate.stage_topic(run)
+    orchestrate.stage(run, side_by_side=True)
     return str(run.out)
 
 
@@ -148,8 +143,8 @@ def verdict(flow: str, start: str, end: str) -> str:
 
 
 def check_adhoc(flow: str, start: str, end: str) -> list[str]:
-    """The ad-hoc form's cross-field checks, in words a person fixes. Returns the tiers to
-    stage; the run begins once its window has closed."""
+    """The ad-hoc form's cross-field checks, in words a person fixes. Returns the tiers the
+    run stages; the run begins once its window has closed."""
     from datetime import UTC, datetime
 
     from kafka_recon import orchestrate

@@ -4,8 +4,9 @@ The daily DAG (one per flow, window = data interval) and the ad-hoc DAG (flow an
 trigger form) run the same steps (`kafka_recon.orchestrate`); they differ only in where flow,
 window and options come from, which are Jinja templates rendered when each task runs.
 
-    begin >> [stage__<tier> (one per SQL/Flume tier), stage_topic] >> replay_reconcile
-      >> report (all done) >> [notify, alert] (all done) >> verdict (all done)
+    begin >> stage >> replay_reconcile >> report (all done)
+      >> [notify, alert (a daily DAG's only when its flow has alerts)] (all done)
+      >> verdict (all done)
 
 `begin` first waits for the window's closing time, deferred (no worker slot is held): its end
 plus the flow's longest grace and disorder margin (`Flow.closing`). A window reconciled before
@@ -18,21 +19,18 @@ fails half-way is reported as the inconclusive run it is (naming the step), neve
 previous run's answer. Every later task checks that its run still holds the folder; `verdict`
 lets go.
 
-The tiers' staging and the topic's checks run side by side, and the Spark step's task gathers
-the staged tiers into stage.json before it starts Spark: every task start before the Spark
-step delays every window's verdict (9 to 16 s each on a loaded scheduler), so there are two
-in a row (`begin`, the staging), not four. After it, `report` validates the counts (Great
-Expectations), writes the report and records the history in one task: three task starts were
-three more waits for a worker and three more Python starts per window, for steps that read
-the same run folder one after the other.
+Few task starts: each costs a window a wait for a worker slot and a Python start (seconds of a
+core on a loaded host), and a five-minute flow pays them every five minutes. `stage` stages
+every tier and checks the topic side by side in threads of one task (it was a task per tier);
+`report` validates the counts (Great Expectations), writes the report and records the history
+(it was three tasks); a flow without alerts has no `alert` task. A window's run is 7 task
+starts (6 without alerts), 5 in a row; it was 11 (docs/performance.md, "A window's tasks").
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from airflow.sdk import TriggerRule
 
 from kafka_recon.airflow.links import WindowPageLink
 from kafka_recon.airflow.operators.spark_submit import spark_job
@@ -42,8 +40,7 @@ from kafka_recon.airflow.tasks import (
     notify,
     reconciled,
     report,
-    stage_tier,
-    stage_topic,
+    stage,
     verdict,
 )
 from kafka_recon.config import Flow
@@ -66,33 +63,26 @@ def begin(args: RunArgs) -> Any:
                      + ", " + json.dumps(args.config) + ") }}"))
 
 
-def wire_run(args: RunArgs, begun: Any, staged: Any, reconciles: Any) -> None:
-    """Everything after `begun`; `staged` is the task(s) staging the upstream tiers (an empty
-    list for a flow without SQL or Flume tiers); `reconciles`, the Asset (or alias) an ok
-    window updates."""
+def wire_run(args: RunArgs, begun: Any, reconciles: Any, alerts: bool = True) -> None:
+    """Everything after `begun`; `reconciles`, the Asset (or alias) an ok window updates;
+    `alerts`: whether the run has an `alert` task (a daily DAG's flow without alerts has none:
+    a task that would only skip still costs a task start every window)."""
     w = {"flow": args.flow, "start": args.start, "end": args.end}
-    topic = stage_topic(**w)
+    staged = stage(**w)
     # steps 2 and 3 in one Spark application: the replay's records stay in memory for the
-    # reconcile (two spark-submits would pay a second Spark start and a Parquet round trip).
-    # None failed rather than all succeeded: the ad-hoc DAG's staging is mapped, and is
-    # skipped for a flow with no tier to stage
-    compared = spark_job("replay_reconcile", args, trigger_rule=TriggerRule.NONE_FAILED)
+    # reconcile (two spark-submits would pay a second Spark start and a Parquet round trip)
+    compared = spark_job("replay_reconcile", args)
     reported = report(**w)
     notified = notify(**w, email=args.email)
-    alerted = alert(**w)
-    begun >> topic >> compared
-    if staged:
-        begun >> staged
-        staged >> compared
-    compared >> reported
+    begun >> staged >> compared >> reported
     concluded = verdict.override(outlets=[reconciles])(**w)
     # the red task of a red run links the window's page, as the Spark step does
     concluded.operator.operator_extra_links = (WindowPageLink(),)  # type: ignore[attr-defined]
-    reported >> [notified, alerted] >> concluded
+    told = [notified, alert(**w)] if alerts else [notified]
+    reported >> told >> concluded
 
 
-def daily_run(args: RunArgs, tiers: list[str]) -> None:
-    """The daily DAG's tasks: one staging task per tier, known when the DAG is parsed."""
-    staged = [stage_tier.override(task_id=f"stage__{t}")(args.flow, t, args.start, args.end)
-              for t in tiers]
-    wire_run(args, begin(args), staged, reconciled(args.flow))
+def daily_run(args: RunArgs, flow: Flow) -> None:
+    """The daily DAG's tasks; its flow is known when the DAG is parsed (an `alert` task only
+    for a flow with alerts)."""
+    wire_run(args, begin(args), reconciled(args.flow), alerts=bool(flow.alerts))

@@ -277,7 +277,7 @@ def test_the_daily_dag_on_two_celery_hosts_holds_its_window_survives_a_dead_host
     _wait(h, ADHOC, rerun["dag_run_id"])
     tasks = {t["task_id"]: t for t in _tasks(h, ADHOC, rerun["dag_run_id"])}
     done = {k for k, t in tasks.items() if t["state"] == "success"}
-    assert {"begin", "stage_topic", "replay_reconcile", "notify"} <= done, \
+    assert {"begin", "stage", "replay_reconcile", "notify"} <= done, \
         _failures(h, again)
     # the report was written, and its validation of the findings failed the task, once
     assert (tasks["report"]["state"], tasks["report"]["try_number"]) == ("failed", 1), \

@@ -145,3 +145,31 @@ def test_steps_journalled_at_once_by_many_processes_are_all_kept(tmp_path: Path)
         p.join(30)
     assert sorted(folder.steps()) == sorted(names)
     assert all(e.state == "done" for e in folder.steps().values())
+
+
+def test_staging_side_by_side_runs_every_part_then_raises_the_source_that_failed(
+        run: orchestrate.Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from kafka_recon.errors import SourceUnreadable
+
+    ran: list[str] = []
+    both = threading.Barrier(len(orchestrate.staged_tiers(run.flow)) + 1, timeout=10)
+
+    def tier(r: orchestrate.Run, name: str) -> None:
+        both.wait()  # every part is under way at once: none waits for another to end
+        ran.append(name)
+        if name == "warehouse":
+            raise SourceUnreadable("tier 'warehouse': database is locked")
+
+    def topic(r: orchestrate.Run) -> None:
+        both.wait()
+        ran.append("topic")
+        raise RuntimeError("audit failed")
+
+    monkeypatch.setattr(orchestrate, "stage_tier", tier)
+    monkeypatch.setattr(orchestrate, "stage_topic", topic)
+    monkeypatch.setattr(orchestrate, "gather_stage", lambda r: pytest.fail("gathered"))
+    with pytest.raises(SourceUnreadable, match="warehouse"):
+        orchestrate.stage(run, side_by_side=True)
+    assert sorted(ran) == sorted([*orchestrate.staged_tiers(run.flow), "topic"])

@@ -43,35 +43,33 @@ def test_one_daily_dag_per_flow_plus_the_adhoc_and_snapshot_dags(dagbag: dict) -
                                       "recon_adhoc", "recon_repair", "recon_snapshots"]
 
 
-def test_daily_dag_stages_each_tier_in_its_own_task_and_ends_with_the_verdict(dagbag: dict
-                                                                             ) -> None:
+def test_daily_dag_is_a_chain_of_few_tasks_ending_with_the_verdict(dagbag: dict) -> None:
     dag = dagbag["dags"]["recon__orders"]
-    assert dag["tasks"] == ["alert", "begin", "notify", "replay_reconcile", "report",
-                            "stage__collector", "stage__orders_db", "stage__warehouse",
-                            "stage_topic", "verdict"]
+    # every tier and the topic staged in one task; a flow without alerts has no alert task
+    assert dag["tasks"] == ["begin", "notify", "replay_reconcile", "report", "stage",
+                            "verdict"]
     assert dag["schedule"] == "CronDataIntervalTimetable 0 0 * * *"
     assert dag["catchup"] is False
     down = dag["downstream"]
     # `begin` waits for the closing time, then clears the window's previous outputs, before
-    # anything is staged; the tiers and the topic are staged side by side
-    assert down["begin"] == ["stage__collector", "stage__orders_db", "stage__warehouse",
-                             "stage_topic"]
-    assert {t for t, d in down.items() if d == ["replay_reconcile"]} == {
-        "stage__collector", "stage__orders_db", "stage__warehouse", "stage_topic"}
-    # two task starts in a row before the Spark step: begin, then the staging
-    assert dag["upstream"]["replay_reconcile"] == ["stage__collector", "stage__orders_db",
-                                                    "stage__warehouse", "stage_topic"]
+    # anything is staged
+    assert down["begin"] == ["stage"] and down["stage"] == ["replay_reconcile"]
     # a tier that failed to stage keeps the Spark step from running
-    assert dag["trigger_rules"]["replay_reconcile"] == "none_failed"
-    # after the Spark step, one task validates, reports and records the history: three
-    # task starts in one
+    assert dag["trigger_rules"]["replay_reconcile"] == "all_success"
+    # after the Spark step, one task validates, reports and records the history
     assert down["replay_reconcile"] == ["report"]
-    assert down["report"] == ["alert", "notify"] and down["notify"] == ["verdict"]
-    assert down["alert"] == ["verdict"]
-    # owners hear about failures too: report, notify, alert and verdict run whatever
-    # the Spark step did
-    for t in ("report", "notify", "alert", "verdict"):
+    assert down["report"] == ["notify"] and down["notify"] == ["verdict"]
+    # owners hear about failures too: report, notify and verdict run whatever the Spark
+    # step did
+    for t in ("report", "notify", "verdict"):
         assert dag["trigger_rules"][t] == "all_done", t
+
+
+def test_a_flow_with_alerts_sends_them_beside_the_mail(dagbag: dict) -> None:
+    dag = dagbag["dags"]["recon__clicks"]
+    assert dag["downstream"]["report"] == ["alert", "notify"]
+    assert dag["downstream"]["alert"] == ["verdict"]
+    assert dag["trigger_rules"]["alert"] == "all_done"
 
 
 def test_owners_tags_and_retries_come_from_the_flow(dagbag: dict) -> None:
@@ -129,9 +127,11 @@ def test_adhoc_dag_asks_for_flow_window_replays_and_email(dagbag: dict) -> None:
     assert dag["params"] == ["email", "end", "flow", "replays", "start"]
     assert dag["schedule"].startswith("NullTimetable")
     # the form is checked, then the window waited for and the run begun, then it is staged
-    assert dag["downstream"]["check"] == ["begin", "stage_tier"]
-    assert dag["downstream"]["begin"] == ["stage_tier", "stage_topic"]
-    assert dag["upstream"]["replay_reconcile"] == ["stage_tier", "stage_topic"]
+    assert dag["downstream"]["check"] == ["begin"]
+    assert dag["downstream"]["begin"] == ["stage"]
+    assert dag["upstream"]["replay_reconcile"] == ["stage"]
+    # the flow is known only when the run starts: the alert task skips when it has none
+    assert dag["downstream"]["report"] == ["alert", "notify"]
 
 
 def test_every_reconciliation_waits_deferred_until_its_windows_closing_time(dagbag: dict
@@ -157,7 +157,7 @@ def test_every_task_renders(dagbag: dict) -> None:
               for t, r in dag["rendered"].items() if "render_error" in r}
     assert errors == {}
     adhoc = dagbag["dags"]["recon_adhoc"]["rendered"]
-    assert adhoc["stage_tier"]["partial_op_kwargs"] == {
+    assert adhoc["stage"]["op_kwargs"] == {
         "flow": "orders", "start": "2026-11-20T00:00:00Z", "end": "2026-11-20T06:00:00Z"}
     assert adhoc["notify"]["op_kwargs"]["email"] == "True"
 
