@@ -76,7 +76,7 @@ def test_the_findings_are_read_in_as_many_partitions_as_they_need_not_the_compar
                                                                [(0, 1, [0])]))
         assert findings.rdd.getNumPartitions() == 40
         read = tl.to_read(findings, per_id)
-        assert read.rdd.getNumPartitions() == 2  # local[1]: two partitions per core, at least
+        assert read.rdd.getNumPartitions() == 1  # 3 findings: one partition holds them
         assert sorted(r["id"] for r in read.collect()) == ["7", "70", "71"]
         # 3 findings, as if a partition held one: they need three
         monkeypatch.setattr("kafka_recon.spark.conf.RECORDS_PER_PARTITION", 1)
