@@ -181,13 +181,14 @@ test-integration: setup postgres chromium prometheus redis mariadb
 	KAFKA_RECON_REQUIRE_CHROMIUM=1 KAFKA_RECON_REQUIRE_CLASS_ARCHIVE=1 \
 	  $(PY) -m pytest -m integration $(WORKERS) $(PYTEST_ARGS)
 
-# speed and memory goals: never timed tests. The whole table (three sizes and 50M once, three
-# masters and a Spark Connect server, the code before issue 43 as reader g from a worktree)
-# takes about an hour and a half on 2 cores;
-# BENCH_ARGS="--records 1000000 --readers a,b,d,f,h" for a quick one.
-BENCH_BEFORE ?= a823e17
-BENCH_ARGS ?= --records 1000000,5000000,10000000,50000000 --repeats 3 --readers a,b,c,d,f,h \
-	--masters local[2],local[1],standalone,connect --other-repeats 1 --scale-repeats 1
+# speed and memory goals: never timed tests. The targets' table (a small window of 10k records
+# and 1M, each with a Spark of its own and through a warm Spark Connect server; 5M and 10M for
+# the slope; the code before issue 65 as reader g from a worktree, at 10k) takes about 40
+# minutes on 2 cores; BENCH_ARGS="--records 10000,1000000 --readers d,f,h --masters
+# local[2],connect --other-sizes 10000,1000000" for a quicker one.
+BENCH_BEFORE ?= 0b6754f
+BENCH_ARGS ?= --records 10000,1000000,5000000,10000000 --repeats 3 --readers a,b,c,d,f,h \
+	--masters local[2],connect --other-sizes 10000,1000000 --scale-repeats 1
 bench: setup
 	-command -v kcat >/dev/null || (apt-get install -y -qq kcat >/dev/null 2>&1 || true)
 	rm -rf bench-out/before && git worktree prune && \
@@ -207,11 +208,12 @@ bench: setup
 		$(PY) -m bench.report && exit $$status
 
 # a fleet: 20 flows on 5-minute windows under Airflow's live scheduler for 30 minutes, through
-# one warm Spark Connect server (about 45 minutes in all); writes bench/fleet.json, which
-# `python -m bench.report` then reads
+# one warm Spark Connect server, fed by one process (about 45 minutes in all); writes
+# bench/fleet.json, which `python -m bench.report` then reads (FLEET_ARGS="--flows 50 --out
+# bench/fleet-50.json" for the fifty)
 FLEET_ARGS ?=
 bench-fleet: setup postgres
-	$(PY) -m bench.fleet $(FLEET_ARGS)
+	$(PY) -m bench.fleet $(FLEET_ARGS); status=$$?; $(PY) -m bench.report && exit $$status
 
 lint: venv
 	$(VENV)/bin/ruff check .
