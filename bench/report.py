@@ -55,8 +55,11 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 
 def warm_seconds(r: dict[str, Any]) -> float | None:
-    """The median of a server's runs after its first (which pays the JIT), when it had some."""
+    """The median of a server's warm runs: every measured run when the bench warmed the server
+    first (`warmups`), else its runs after the first (which pays the JIT), when it had some."""
     runs = r.get("runs_s") or []
+    if r.get("warmups"):
+        return float(statistics.median(runs)) if runs else None
     return float(statistics.median(runs[1:])) if len(runs) >= 2 else None
 
 
@@ -76,8 +79,10 @@ SCALE = 10 * MILLION  # the slope is fitted up to here; a size beyond is run onc
 
 
 def slope_series(doc: dict[str, Any], reader: str) -> list[tuple[float, float]]:
-    """(millions, median seconds) of the sizes the slope is fitted through."""
-    return [p for p in series(doc, reader) if p[0] <= SCALE / MILLION]
+    """(millions, median seconds) of the sizes the slope is fitted through: 1M to 10M. A
+    small window measures the fixed cost, not the cost per record: through 10k and 1M the
+    floor's line is as flat as its fixed cost is large."""
+    return [p for p in series(doc, reader) if 1 <= p[0] <= SCALE / MILLION]
 
 
 SMALL = 10_000  # the small window of the targets
@@ -88,7 +93,7 @@ def laps(r: dict[str, Any], warm: bool = False) -> dict[str, float]:
     the run's wall time beyond its steps (Python's start and imports, the exit). `warm`: a
     server's runs after its first only."""
     runs = list(zip(r.get("runs_s") or [], r.get("timings") or [], strict=False))
-    if warm and len(runs) >= 2:
+    if warm and len(runs) >= 2 and not r.get("warmups"):
         runs = runs[1:]
     typed = [(wall, Timings.parse(t, "a run's timings")) for wall, t in runs]
     steps = sorted({s for _, t in typed for s in t.laps}, key=lambda s: (
@@ -127,8 +132,10 @@ def targets(doc: dict[str, Any], fleets: dict[int, dict[str, Any]] | None = None
     small = by_n.get(SMALL, {}).get("results", {})
     warm = small.get(CONNECT)
     if warm and (w := warm_seconds(warm)) is not None:
+        first = (f"after {warm['warmups']} runs to warm it" if warm.get("warmups")
+                 else f"its first run {warm['runs_s'][0]:.1f} s")
         out.append(("a 10k-record window through a warm engine (a Spark Connect server) "
-                    "<= 3 s", f"{w:.1f} s (its first run {warm['runs_s'][0]:.1f} s)", w <= 3,
+                    "<= 3 s", f"{w:.1f} s ({first})", w <= 3,
                     where_time_went(warm, warm=True)))
     else:
         out.append(("a 10k-record window through a warm engine (a Spark Connect server) "

@@ -278,8 +278,8 @@ def readers(work: Path, bootstrap: str, n_topic: int, start: datetime, end: date
 
 def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
           only: set[str] | None = None, before: Path | None = None,
-          other_repeats: int | None = None, servers: dict[str, int] | None = None
-          ) -> dict[str, Any]:
+          other_repeats: int | None = None, servers: dict[str, int] | None = None,
+          warmups: int = 0) -> dict[str, Any]:
     """One size: a fresh broker and tables, every chosen reader `repeats` times, interleaved
     (the other masters' runs of d only in the first `other_repeats`, but a Spark Connect
     server's every time: what it is for is the runs after its first). `servers`: the pid of
@@ -300,6 +300,14 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
             work, kafka.bootstrap, facts["records_in_topic"], start, end, masters,
             before).items() if not only or name.split("_")[0] in only}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
+        # a deployed server runs window after window: it is judged warm, after `warmups` runs
+        # of each size that are not measured (its JIT compiles what the runs repeat)
+        warmed = {name for name in chosen if "@" in name
+                  and name.split("@", 1)[1] in (servers or {})} if warmups else set()
+        for name in warmed:
+            for w in range(warmups):
+                argv = [c.replace("{run}", f"{name}-warmup{w}") for c in chosen[name]]
+                measured(argv, env=dict(base_env), ok=(0, 1))
         # interleaved (a, b, ..., a, b, ...): the machine's drift falls on every reader alike
         for r in range(repeats):
             for name, cmd in chosen.items():
@@ -333,6 +341,7 @@ def bench(n: int, repeats: int, masters: list[tuple[str, str]], base: Path,
                 **{kind: {k: max(m[kind].get(k, 0) for m in ms) for k in ms[-1][kind]}
                    for kind in ("peak_rss_mb", "peak_anon_mb")},
                 "last_stdout": ms[-1]["stdout"][-400:],
+                **({"warmups": warmups} if name in warmed else {}),
                 **({"timings": [m["timings"] for m in ms]} if "timings" in ms[-1] else {}),
             }
         same = same_answer(work, {k: len(v) for k, v in runs.items()})
@@ -413,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", type=Path,
                    help="a checkout of the code to compare with (git worktree), run as g")
     p.add_argument("--keep", action="store_true", help="keep the topic and tables afterwards")
+    p.add_argument("--warmups", type=int, default=5,
+                   help="unmeasured runs through a Spark Connect server at each size before its "
+                        "measured ones (a deployed server is warm); 0: judge its runs after "
+                        "the first")
     a = p.parse_args(argv)
     sizes = sorted(int(x) for x in a.records.split(","))
     other_sizes = {int(x) for x in a.other_sizes.split(",") if x} or {sizes[0]}
@@ -452,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(bench(n, repeats, here,
                                   a.work, chosen | {"d"} if len(here) > 1 else chosen,
                                   a.before if "g" in chosen else None, a.other_repeats,
-                                  servers))
+                                  servers, a.warmups))
             except RuntimeError as e:
                 # the sizes measured before are written all the same; the page says this one
                 # failed (bench.report), and the bench exits 1

@@ -62,7 +62,8 @@ def test_each_target_is_met_or_not_from_the_medians_of_one_run() -> None:
              f_duckdb_script=reader(1), h_spark_floor=reader(8)),
         size(1_000_000, d_kafka_recon=reader(50), f_duckdb_script=reader(20),
              h_spark_floor=reader(28),
-             **{report.CONNECT: timed([30.0, 21.0, 19.0], reconcile=12.0)})),
+             **{report.CONNECT: timed([30.0, 21.0, 19.0], reconcile=12.0)}),
+        size(5_000_000, d_kafka_recon=reader(90), h_spark_floor=reader(36))),
         fleets={20: fleet(20, 55.0), 50: fleet(50, 140.0, minutes=15)})}
     # the warm server is judged on its runs after the first: 2.9 s
     warm = got["a 10k-record window through a warm engine (a Spark Connect server) <= 3 s"]
@@ -76,8 +77,9 @@ def test_each_target_is_met_or_not_from_the_medians_of_one_run() -> None:
     one_m = got["at 1M, the deployed default (a warm Spark Connect server) <= 1.0 x the "
                 "DuckDB script (f)"]
     assert one_m[:2] == ("1.00 x (20.0 s vs 20.0 s)", True)
-    # d: 49.5 s over 0.99M; h: 20 s over 0.99M
-    assert got["slope of d <= 1.2 x the floor h's slope"][1] is False
+    # from 1M to 5M, d: 10 s/M; h: 2 s/M
+    assert got["slope of d <= 1.2 x the floor h's slope"][:2] == ("5.00 x (10.00 vs 2.00 s/M)",
+                                                                   False)
     assert got["every reader names the same ids as d, at every size"][1] is True
     twenty = got["20 five-minute flows for 30 minutes, verdict p95 <= 60 s after closing, "
                  "none skipped"]
@@ -122,6 +124,16 @@ def test_a_server_is_judged_on_its_runs_after_the_first() -> None:
     served = {**reader(40), "runs_s": [61.0, 38.0, 36.0, 44.0]}  # the first pays the JIT
     assert report.warm_seconds(served) == 38.0
     assert report.warm_seconds({**reader(61), "runs_s": [61.0]}) is None
+    # a server the bench warmed first: every measured run is a warm one
+    assert report.warm_seconds({**served, "warmups": 5}) == 41.0
+
+
+def test_the_slope_is_fitted_from_1m_a_small_window_is_its_fixed_cost() -> None:
+    small = doc(size(10_000, d_kafka_recon=reader(15), h_spark_floor=reader(10)),
+                size(1_000_000, d_kafka_recon=reader(30), h_spark_floor=reader(15)))
+    got = {t[0]: t[1:] for t in report.targets(small)}
+    assert got["slope of d <= 1.2 x the floor h's slope"][:2] == (
+        "needs d and h at two sizes", None)
 
 
 def test_the_slope_target_names_the_floor_when_it_was_measured() -> None:
