@@ -24,7 +24,8 @@ core on a loaded host), and a five-minute flow pays them every five minutes. `st
 every tier and checks the topic side by side in threads of one task (it was a task per tier);
 `report` validates the counts (Great Expectations), writes the report and records the history
 (it was three tasks); a flow without alerts has no `alert` task. A window's run is 7 task
-starts (6 without alerts), 5 in a row; it was 11 (docs/performance.md, "A window's tasks").
+starts (6 without alerts), 6 in a row; a flow of two SQL tiers had 11, 7 in a row
+(docs/performance.md, "A window's tasks").
 """
 
 from __future__ import annotations
