@@ -6,8 +6,8 @@ kafka-recon, Airflow and Spark together (476 of 900 CPU seconds in its 15 minute
 flows could not be run. Here one process does what they did, for every flow at once:
 
 - every flow's application writes its rows into its upstream table (SQLite, one file a flow:
-  what kafka-recon stages and reads), at most five inserts a second, each row's time its
-  moment of writing;
+  what kafka-recon stages and reads), at most five inserts a second, the rows due by the clock
+  since the last (each flow keeps its rate on a busy machine), their times spread over it;
 - the same loop produces each row to the flow's topic at once, keyed by its id, its Kafka
   timestamp the row's time (a CDC connector's way), with one idempotent producer;
 - one consumer in one group (`fleet-loader`, every flow names it) loads every topic into the
@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -130,27 +130,37 @@ def feed(spec: dict[str, Any], stop: threading.Event) -> None:
     for f in feeds:
         f.open()
     make_tables(spec["sink"], feeds)
+    # a prefill of a whole window for every flow (a million rows and more) is queued at once
     producer = Producer({"bootstrap.servers": spec["bootstrap"], "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 50})
+                         "acks": "all", "linger.ms": 50,
+                         "queue.buffering.max.messages": 2_000_000,
+                         "queue.buffering.max.kbytes": 1_048_576})
     loader = threading.Thread(target=load, args=(spec["bootstrap"], spec["sink"], feeds, stop),
                               name="loader", daemon=True)
     loader.start()
-    for f in feeds:  # windows that closed before the fleet was watched, as if fed then
-        for start, end in spec.get("prefill", []):
-            a, b = datetime.fromisoformat(start), datetime.fromisoformat(end)
+    since = datetime.now(UTC)
+    for start, end in spec.get("prefill", []):
+        # windows that closed before the fleet was watched, as if fed then; the live rows
+        # follow on from the prefill's end, so no window after it is fed only in part
+        a, b = datetime.fromisoformat(start), datetime.fromisoformat(end)
+        for f in feeds:
             count = int(f.rate * (b - a).total_seconds())
             step = (b - a) / (count + 1)
             f.write([a + step * (k + 1) for k in range(count)], producer)
-    producer.flush(60)
+            producer.poll(0)
+        since = b
     period = 0.2  # at most five inserts a second a flow
     while not stop.wait(period):
+        # the rows due since the last tick, by the clock: a tick that came late (a busy
+        # machine) writes more, so each flow keeps its rate over a window
         now = datetime.now(UTC)
+        elapsed, since = now - since, now
         for f in feeds:
-            f.owed += f.rate * period
+            f.owed += f.rate * elapsed.total_seconds()
             each, f.owed = int(f.owed), f.owed - int(f.owed)
             if each:
-                step = timedelta(seconds=period) / each
-                f.write([now - step * (each - 1 - k) for k in range(each)], producer)
+                step = elapsed / each
+                f.write([now - elapsed + step * (k + 1) for k in range(each)], producer)
         producer.poll(0)
     producer.flush(60)
     loader.join(30)
