@@ -204,8 +204,12 @@ def fleet_cause(fleet: dict[str, Any]) -> str:
     busy = (fleet.get("cpu") or {}).get("cores_busy")
     parts = []
     if spark:
+        staged = tl.get("stage", {}).get("end_date")
+        waited = (f", {spark.get('queued_when', 0) - staged:.0f} s of it after staging, "
+                  f"waiting for one of {fleet.get('replay_slots', '?')} replay slots"
+                  if staged is not None and "queued_when" in spark else "")
         parts.append(f"the Spark step started {spark.get('start_date', 0):.0f} s and ended "
-                     f"{spark.get('end_date', 0):.0f} s after closing (medians)")
+                     f"{spark.get('end_date', 0):.0f} s after closing (medians){waited}")
     if cpu:
         parts.append(f"{spent:.1f} CPU s a window beside the feeding"
                      + (f", {busy:.2f} of 2 cores busy" if busy else ""))

@@ -48,7 +48,9 @@ def fleet(flows: int, p95: float, skipped: int = 0, minutes: float = 30) -> dict
     return {"flows": flows, "window_minutes": 5, "minutes": minutes, "windows": flows * 6,
             "skipped": skipped, "not_ok": 0,
             "verdict_after_grace_s": {"p50": p95 / 2, "p95": p95, "max": p95 + 5},
-            "task_timeline": {"replay_reconcile": {"start_date": 20.0, "end_date": 40.0}},
+            "replay_slots": 2, "task_timeline": {
+                "stage": {"end_date": 12.0},
+                "replay_reconcile": {"queued_when": 19.5, "start_date": 20.0, "end_date": 40.0}},
             "cpu": {"cores_busy": 1.5, "cpu_seconds": {"pipelines": 60.0,
                                                        "airflow tasks": flows * minutes / 5 * 9.0}}}
 
@@ -87,8 +89,9 @@ def test_each_target_is_met_or_not_from_the_medians_of_one_run() -> None:
     # 15 minutes measured is not the 30 the target asks for, however fast
     fifty = got["50 five-minute flows for 30 minutes, measured and reported"]
     assert fifty[1] is False
-    assert fifty[2] == ("the Spark step started 20 s and ended 40 s after closing (medians); "
-                        "9.0 CPU s a window beside the feeding, 1.50 of 2 cores busy")
+    assert fifty[2] == ("the Spark step started 20 s and ended 40 s after closing (medians), "
+                        "8 s of it after staging, waiting for one of 2 replay slots; 9.0 CPU s "
+                        "a window beside the feeding, 1.50 of 2 cores busy")
 
 
 def test_what_a_run_did_not_measure_is_never_called_met() -> None:
@@ -115,7 +118,7 @@ def test_the_page_opens_with_the_targets_and_gives_a_small_windows_steps() -> No
     assert "| replay | 3.00 |" in text[small:]
     assert "| **end to end** | 9.00 |" in text[small:]
     chain = text.index("## A fleet")
-    assert "| replay_reconcile | - | 20.0 | 40.0 |" in text[chain:]
+    assert "| replay_reconcile | 19.5 | 20.0 | 40.0 |" in text[chain:]
     # the per-run detail stays in the JSON: no table per size
     assert not [line for line in text if line.startswith("## 1,000,000 records")]
 
