@@ -224,9 +224,15 @@ def small_window_table(doc: dict[str, Any]) -> list[str]:
     cols = [(k, k == CONNECT) for k in ("d_kafka_recon", CONNECT) if k in size["results"]]
     per = {k: laps(size["results"][k], warm) for k, warm in cols}
     rows = [s for s in [*STEP_ORDER, "Spark jobs"] if any(s in per[k] for k, _ in cols)]
-    head = ["| step | " + " | ".join("a Spark of its own" if k == "d_kafka_recon" else
-                                     "a warm Spark Connect server (runs after the first)"
-                                     for k, _ in cols) + " |", "|---|" + "---|" * len(cols)]
+    def title(k: str) -> str:
+        if k == "d_kafka_recon":
+            return "a Spark of its own"
+        n = size["results"][k].get("warmups")
+        return (f"a warm Spark Connect server (after {n} unmeasured runs)" if n else
+                "a warm Spark Connect server (runs after the first)")
+
+    head = ["| step | " + " | ".join(title(k) for k, _ in cols) + " |",
+            "|---|" + "---|" * len(cols)]
     body = [f"| {'Python start and exit' if s == 'rest' else s.replace('_', ' ')} | "
             + " | ".join((f"{per[k][s]:.0f}" if s == "Spark jobs" else f"{per[k][s]:.2f}")
                          if s in per[k] else "-" for k, _ in cols) + " |" for s in rows]
