@@ -177,7 +177,7 @@ def _window_params(flows: list[str]) -> dict[str, Param]:
 
 @task
 def check(flow: str, start: str, end: str) -> list[str]:
-    """What the form's schema cannot check; returns the tiers to stage."""
+    """What the form's schema cannot check; returns the tiers the run stages."""
     from kafka_recon.airflow.tasks import check_adhoc
 
     return check_adhoc(flow, start, end)

@@ -240,8 +240,7 @@ def stage_topic(run: Run) -> None:
 
 def gather_stage(run: Run) -> Stage:
     """Step 1c: every tier's staging gathered into stage.json, in the flow's order whatever
-    order the tier tasks finished in. The Spark step's task does it before it starts Spark (a
-    task of its own would cost a DAG run one more task start before its Spark step)."""
+    order the tiers' staging finished in; the end of `stage`."""
     with _guarded(run, "stage"):
         staged = Stage(points=[p for name in staged_tiers(run.flow) for p in
                                run.folder.read(StagedTier, f"stage {name}", name).points])

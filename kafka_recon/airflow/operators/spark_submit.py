@@ -54,7 +54,6 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
         from kafka_recon.stores.objects import for_spark as runs_root_for_spark
 
         flow = load_flow(self.config, self.flow)
-        self._gather_stage(context)
         kafka = [t for t in flow.tiers if isinstance(t, KafkaTier) and t.conn]
         # the store's connection too: the job renews the window's lease in it
         stores = [c for c in (store_conn(),) if c]
@@ -113,15 +112,6 @@ class ReconSparkSubmitOperator(SparkSubmitOperator):
 
         if self.step not in REPAIR_STEPS and (run := self._window_run()) is not None:
             hold(run, run_owner(context))
-
-    def _gather_stage(self, context: Any) -> None:
-        """A replay's task first gathers the staged tiers into stage.json (step 1c), while
-        this DAG run holds the window: the staging and the topic's checks ran side by side
-        before it, and a task of its own would cost the run one more task start."""
-        from kafka_recon import orchestrate
-
-        if self.step in REPLAY_STEPS and (run := self._window_run()) is not None:
-            orchestrate.gather_stage(hold(run, run_owner(context)))
 
     def submit_conf(self, flow: Flow | None = None) -> dict[str, str]:
         """spark-submit's settings (`kafka_recon.spark.conf.spark_conf`): the flow's `spark:`
