@@ -31,13 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.drill.truth import sql_time
+
 GROUP = "fleet-loader"
 PAD = 170  # a value of about 300 bytes, as the bench's records are
-
-
-def sql_time(t: datetime) -> str:
-    """How the upstream and sink tables spell a time (text that sorts as time)."""
-    return t.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def record(row_id: int, ts: str) -> bytes:

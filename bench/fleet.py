@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cpu import CpuSampler
-from harness.live import floor_to
+from harness.live import FLOW, floor_to
 from harness.services.airflow import AirflowServers, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.postgres import PostgresServer
@@ -54,44 +54,19 @@ def rates(flows: int, window: timedelta, least: int, most: int) -> list[float]:
     return [n / window.total_seconds() for n in span]
 
 
-FLOW_YAML = """
-  {name}:
-    owners: [fleet@example.com]
-    window: {window}
-    grace: {grace}
-    disorder: {disorder}
-    replays: 2
-    record: {{id: "$.id", event_time: "$.ts"}}
-    tiers:
-      - name: orders_db
-        type: sql
-        conn: "sqlite:///{upstream}"
-        ids: "SELECT id, ts AS event_time FROM src WHERE ts >= :start AND ts < :end"
-      - name: orders_topic
-        type: kafka
-        bootstrap: "{bootstrap}"
-        topic: "{topic}"
-        consumer_groups: [{group}]
-        producer: {{acks: all, enable.idempotence: true}}
-        consumer: {{enable.auto.commit: false}}
-      - name: warehouse
-        type: sql
-        conn: "{sink}"
-        ids: "SELECT id, ts AS event_time FROM {table} WHERE ts >= :start AND ts < :end"
-"""
-
-
 def flows_yaml(feeds: list[dict[str, Any]], window: timedelta, bootstrap: str, sink: str
                ) -> str:
     """One flow config holding every flow of the feeder's spec."""
     from bench.feeder import GROUP
 
     minutes = f"{int(window.total_seconds() // 60)}m"
-    return "flows:" + "".join(
-        FLOW_YAML.format(name=f["name"], window=minutes, grace=f"{int(GRACE.total_seconds())}s",
-                         disorder=f"{int(DISORDER.total_seconds())}s", upstream=f["upstream"],
-                         bootstrap=bootstrap, topic=f["topic"], group=GROUP, sink=sink,
-                         table=f["sink_table"])
+    return "flows:\n" + "".join(
+        FLOW.format(name=f["name"], owner="fleet@example.com", window=minutes,
+                    grace=f"{int(GRACE.total_seconds())}s",
+                    disorder=f"{int(DISORDER.total_seconds())}s", upstream=f["upstream"],
+                    bootstrap=bootstrap, topic=f["topic"], group=GROUP,
+                    producer="{acks: all, enable.idempotence: true}", sink=sink,
+                    sink_table=f["sink_table"])
         for f in feeds)
 
 

@@ -20,8 +20,9 @@ from typing import Any
 from harness.drill.runner import CONSUMER_BASE, SAFE_PRODUCER, App
 from harness.drill.truth import sql_time
 
-FLOW_YAML = """flows:
-  {name}:
+# one flow of a flow config (under `flows:`): an upstream SQLite table, the topic, and a sink
+# table at `sink` (an SQLAlchemy URL) named `sink_table`; bench.fleet writes many of them
+FLOW = """  {name}:
     owners: [{owner}]
     window: {window}
     grace: {grace}
@@ -42,8 +43,8 @@ FLOW_YAML = """flows:
         consumer: {{enable.auto.commit: false}}
       - name: warehouse
         type: sql
-        conn: "sqlite:///{sink}"
-        ids: "SELECT id, ts AS event_time FROM dst WHERE ts >= :start AND ts < :end"
+        conn: "{sink}"
+        ids: "SELECT id, ts AS event_time FROM {sink_table} WHERE ts >= :start AND ts < :end"
 """
 
 
@@ -85,10 +86,10 @@ class LivePipeline:
         producer = "{" + ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}"
                                    for k, v in self.producer_config.items()
                                    if k in ("acks", "enable.idempotence", "retries")) + "}"
-        return FLOW_YAML.format(name=name, owner=owner, window=window, grace=grace,
-                                disorder=disorder, upstream=self.upstream, sink=self.sink,
-                                bootstrap=self.bootstrap, topic=self.topic, group=self.group,
-                                producer=producer)
+        return "flows:\n" + FLOW.format(
+            name=name, owner=owner, window=window, grace=grace, disorder=disorder,
+            upstream=self.upstream, sink=f"sqlite:///{self.sink}", sink_table="dst",
+            bootstrap=self.bootstrap, topic=self.topic, group=self.group, producer=producer)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, prefill: Sequence[tuple[datetime, datetime, int]] = ()) -> LivePipeline:
