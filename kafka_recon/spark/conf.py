@@ -31,7 +31,8 @@ JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOption
 
 # A small window's partitions each cost a task per shuffle for little work: below two per core,
 # one per this many records. At 10k records one partition took the reconcile 3.6-4.0 s through
-# a warm server against 4.3-5.2 s with four (docs/performance.md, "A small window").
+# a warm server against 4.3-5.2 s with four (docs/performance-history.md, "A small window's
+# seconds").
 SMALL_PARTITION = 25_000
 
 

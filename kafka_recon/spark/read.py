@@ -26,7 +26,7 @@ from kafka_recon.window import Window
 JDBC_SLICES = 2
 # A tier staging counted at most this many records is read in one slice: a slice is a query
 # and a task of its own, and at 10k records the second one only added both
-# (docs/performance.md, "A small window").
+# (docs/performance-history.md, "A small window's seconds").
 ONE_SLICE = 100_000
 
 
