@@ -151,6 +151,24 @@ def timeline(runs: list[tuple[datetime, list[dict[str, Any]]]]) -> dict[str, dic
                                                                              [math.inf])))}
 
 
+def feeder_health(stats: Path, since: datetime, until: datetime) -> dict[str, Any]:
+    """How late the feeder fed in [since, until], from its statistics lines: its loop's
+    longest tick (rows are stamped over a tick, so a late one writes rows that reach the
+    upstream and the topic as late), the longest a record waited in its producer and the
+    broker's slowest answer; a window whose records came later than its grace has findings
+    that are right, and are the feeder's, not kafka-recon's."""
+    lines = [json.loads(x) for x in stats.read_text().splitlines()] if stats.is_file() else []
+    seen = [x for x in lines if since.timestamp() <= x["at"] <= until.timestamp()]
+    if not seen:
+        return {"samples": 0}
+    return {"samples": len(seen),
+            "tick_max_s": max(x.get("tick_max_s", 0) for x in seen),
+            "producer_wait_max_s": max(x["wait_max_s"] for x in seen),
+            "broker_rtt_max_s": max(x["rtt_max_s"] for x in seen),
+            "retries": seen[-1]["retries"] - seen[0]["retries"],
+            "timeouts": seen[-1]["timeouts"] - seen[0]["timeouts"]}
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (nearest rank) of `values`."""
     ordered = sorted(values)
@@ -227,7 +245,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         # flow (1.1M rows for 20) took the feeder more than 90 s of a core, while Airflow
         # started, and the live rows waited behind it; that first window is not measured
         spec.write_text(json.dumps({"bootstrap": kafka.bootstrap, "sink": sink,
-                                    "flows": feeds}))
+                                    "flows": feeds, "stats": str(work / "producer.jsonl")}))
         with (work / "feeder.log").open("ab") as log:
             feeder = subprocess.Popen([sys.executable, "-m", "bench.feeder", str(spec)],
                                       stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
@@ -284,7 +302,7 @@ def fleet(a: argparse.Namespace) -> dict[str, Any]:
         pg.stop()
     return {**summary(verdicts(work / "runs", names, window, began, ends), a.flows, window,
                       a.minutes, began, warmup), "replay_slots": slots, "task_timeline": timeline,
-            "cpu": cpu}
+            "cpu": cpu, "feeder": feeder_health(work / "producer.jsonl", began, ends)}
 
 
 def main(argv: list[str] | None = None) -> int:

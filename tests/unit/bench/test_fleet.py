@@ -107,3 +107,22 @@ def test_the_task_timeline_is_each_tasks_median_times_after_its_windows_closing(
     assert got["begin"] == {"queued_when": 5, "start_date": 7, "end_date": 20}
     assert got["stage_topic"] == {"queued_when": 41, "start_date": 42, "end_date": 52}
     assert got["replay_reconcile"] == {"queued_when": 200, "start_date": 180, "end_date": 240}
+
+
+def test_the_feeders_health_is_read_from_its_statistics_in_the_measured_minutes(
+        tmp_path: Path) -> None:
+    t0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+
+    def line(at: datetime, tick: float, wait: float, retries: int) -> str:
+        return json.dumps({"at": int(at.timestamp()), "tick_max_s": tick, "wait_max_s": wait,
+                           "rtt_max_s": 0.01, "retries": retries, "timeouts": 0})
+
+    stats = tmp_path / "producer.jsonl"
+    stats.write_text("\n".join([
+        line(t0 - timedelta(minutes=1), 110.0, 9.0, 0),  # before the measured minutes
+        line(t0, 0.2, 0.1, 5), line(t0 + timedelta(minutes=5), 1.4, 0.3, 7),
+        line(t0 + timedelta(minutes=11), 50.0, 50.0, 9)]) + "\n")  # after them
+    assert fleet.feeder_health(stats, t0, t0 + timedelta(minutes=10)) == {
+        "samples": 2, "tick_max_s": 1.4, "producer_wait_max_s": 0.3, "broker_rtt_max_s": 0.01,
+        "retries": 2, "timeouts": 0}
+    assert fleet.feeder_health(tmp_path / "none.jsonl", t0, t0) == {"samples": 0}
