@@ -13,10 +13,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.services.base import Service, ServiceError
 from kafka_recon.settings import REPO_ROOT
+
+if TYPE_CHECKING:
+    from harness.services.lab import Host
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -159,10 +162,7 @@ class AirflowServers(Service):
             raise AirflowStartError(f"airflow db migrate or a setup command failed (exit "
                                     f"{done.returncode}); see {log}")
         for name in self.COMPONENTS:
-            out = (self.home / f"{name}.log").open("ab")
-            self.procs[name] = subprocess.Popen([str(VENV_BIN / "airflow"), name], env=self.env,
-                                                stdout=out, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+            self._spawn(name)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
@@ -178,6 +178,27 @@ class AirflowServers(Service):
         self.stop()
         raise AirflowStartError(f"airflow api-server did not answer on {self.url} within "
                                 f"{timeout:.0f}s; see {self.home / 'api-server.log'}")
+
+    def _spawn(self, name: str) -> None:
+        out = (self.home / f"{name}.log").open("ab")
+        self.procs[name] = subprocess.Popen([str(VENV_BIN / "airflow"), name], env=self.env,
+                                            stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def kill(self, *names: str) -> None:
+        """Components gone at once (SIGKILL to each one's process group, its children too), as
+        on a host that died; `revive` starts them again."""
+        import signal
+
+        for name in names:
+            p = self.procs[name]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+
+    def revive(self, *names: str) -> None:
+        for name in names:
+            self._spawn(name)
 
     def token(self, user: str | None = None, password: str | None = None) -> str:
         """A JWT from the auth manager's login (`user`, default the admin), as a program gets
@@ -280,3 +301,30 @@ class AirflowServers(Service):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)  # whatever is left of the group
         self.procs.clear()
+
+
+def celery_worker(host: Host, env: dict[str, str], deploy: Path, log: Path
+                  ) -> subprocess.Popen[bytes]:
+    """A Celery worker (concurrency 1) on a lab host: what a deployment ships (`deploy`: the
+    DAG folder `dags/` and the flow config `flows.yaml`) copied into its private /tmp, its
+    Airflow home there too, its name and the address the api-server reads its logs from its
+    own."""
+    home = Path("/tmp/airflow")
+    return host.spawn(
+        [str(VENV_BIN / "airflow"), "celery", "worker", "--concurrency", "1",
+         "--celery-hostname", f"{host.name}@{host.name}"],
+        {**env, "AIRFLOW_HOME": str(home), "KAFKA_RECON_HOME": "/tmp/recon",
+         "AIRFLOW__CORE__DAGS_FOLDER": "/tmp/deploy/dags",
+         "KAFKA_RECON_CONFIG": "/tmp/deploy/flows.yaml",
+         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+         # the api-server fetches a task's log from this worker by its address
+         "AIRFLOW__CORE__HOSTNAME_CALLABLE": "harness.services.lab.address",
+         "LAB_HOST_ADDRESS": host.address,
+         # the Spark driver (client mode) listens where the executors can reach it
+         "SPARK_LOCAL_IP": host.address},
+        log, setup=f"mkdir -p /tmp/deploy /tmp/recon && cp -r {deploy}/. /tmp/deploy/")
+
+
+def worker_ready(log: Path) -> bool:
+    """A Celery worker logs `<its name> ready.` once it consumes its queue."""
+    return log.is_file() and " ready." in log.read_text(errors="replace")

@@ -27,9 +27,10 @@ def _ip(*args: str) -> None:
 
 
 class Host:
-    def __init__(self, lab: Lab, name: str, address: str) -> None:
+    def __init__(self, lab: Lab, name: str, address: str, veth: str = "") -> None:
         self.lab, self.name, self.address = lab, name, address
         self.netns = f"{lab.prefix}-{name}"
+        self.veth = veth  # its end of the pair on the bridge
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def command(self, argv: list[str], setup: str = "") -> list[str]:
@@ -82,6 +83,15 @@ class Host:
         for p in self.procs:
             p.wait(30)
 
+    def cut(self) -> None:
+        """The host's cable pulled: its link to the bridge down, so it reaches nothing (the
+        brokers, the databases, the S3 server, Airflow) and nothing reaches it; its processes
+        run on."""
+        _ip("link", "set", self.veth, "down")
+
+    def mend(self) -> None:
+        _ip("link", "set", self.veth, "up")
+
     def stop(self) -> None:
         for p in self.procs:
             terminate(p.pid, timeout=30)
@@ -112,8 +122,8 @@ class Lab(Service):
 
     def host(self, name: str) -> Host:
         """A new host on the bridge, with its own network namespace and address."""
-        h = Host(self, name, f"10.{self.subnet}.0.{len(self.hosts) + 2}")
         veth, peer = f"{self.prefix}{len(self.hosts)}", f"{self.prefix}{len(self.hosts)}p"
+        h = Host(self, name, f"10.{self.subnet}.0.{len(self.hosts) + 2}", veth)
         _ip("netns", "add", h.netns)
         _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
         _ip("link", "set", peer, "netns", h.netns)

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from harness.services.airflow import VENV_BIN, AirflowServers, airflow_env
+from harness.services.airflow import AirflowServers, airflow_env, celery_worker, worker_ready
 from harness.services.kafka import KafkaCluster
 from harness.services.lab import Host, Lab
 from harness.services.postgres import PostgresServer
@@ -59,24 +59,6 @@ class TwoHosts:
     mail: MailCatcher
     start: datetime
     end: datetime
-
-
-def _worker(host: Host, env: dict[str, str], deploy: Path, log: Path) -> None:
-    """A Celery worker on `host`: what a deployment ships (the DAG file, the flow config)
-    copied into its private /tmp, its Airflow home there too."""
-    home = Path("/tmp/airflow")
-    host.spawn([str(VENV_BIN / "airflow"), "celery", "worker", "--concurrency", "1",
-                "--celery-hostname", f"{host.name}@{host.name}"],
-               {**env, "AIRFLOW_HOME": str(home), "KAFKA_RECON_HOME": "/tmp/recon",
-                "AIRFLOW__CORE__DAGS_FOLDER": "/tmp/deploy/dags",
-                "KAFKA_RECON_CONFIG": "/tmp/deploy/flows.yaml",
-                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
-                # the api-server fetches a task's log from this worker by its address
-                "AIRFLOW__CORE__HOSTNAME_CALLABLE": "harness.services.lab.address",
-                "LAB_HOST_ADDRESS": host.address,
-                # the Spark driver (client mode) listens where the executors can reach it
-                "SPARK_LOCAL_IP": host.address},
-               log, setup=f"mkdir -p /tmp/deploy /tmp/recon && cp -r {deploy}/. /tmp/deploy/")
 
 
 @pytest.fixture(scope="module")
@@ -144,21 +126,17 @@ def hosts() -> Iterator[TwoHosts]:
         started.append(servers)
         logs = {h.name: base / f"{h.name}.log" for h in (w1, w2)}
         for h in (w1, w2):
-            _worker(h, servers.env, deploy, logs[h.name])
+            celery_worker(h, servers.env, deploy, logs[h.name])
         # a run's tasks land on both hosts only if both take tasks from its start: a worker
         # still starting, slow on a loaded CI host, would leave them all to the other
-        _until("both Celery workers ready", lambda: all(_ready(p) for p in logs.values()), 300)
+        _until("both Celery workers ready",
+               lambda: all(worker_ready(p) for p in logs.values()), 300)
         yield TwoHosts(servers, [w1, w2], spark, s3, mail, start, end)
     finally:
         for service in reversed(started):
             service.stop()
         lab.stop()
         shutil.rmtree(base, ignore_errors=True)
-
-
-def _ready(log: Path) -> bool:
-    """A Celery worker logs `<its name> ready.` once it consumes its queue."""
-    return log.is_file() and " ready." in log.read_text(errors="replace")
 
 
 def _wait(h: TwoHosts, dag: str, run_id: str, timeout: float = 900) -> dict[str, Any]:
