@@ -25,16 +25,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.drill.runner import CLUSTER_CONFIG, compare, found_findings
-from harness.drill.truth import Truth, expected_findings, sql_ids, topic_ids
+from harness.drill.runner import CLUSTER_CONFIG
 from harness.live import LivePipeline, floor_to
 from harness.services.airflow import AirflowServers, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
+from harness.soak.check import judge_window
 from harness.soak.faults import FAULTS, Fault
-from kafka_recon.result.model import Result
-from kafka_recon.runfolder import RunFolder, window_folder_name
+from kafka_recon.runfolder import window_folder_name
 from kafka_recon.settings import REPO_ROOT
 from kafka_recon.window import Window, iso_z
 
@@ -43,7 +42,6 @@ DAG = f"recon__{FLOW}"
 WINDOW = timedelta(minutes=5)
 GRACE = timedelta(minutes=1)
 CLOSING = GRACE + timedelta(seconds=10)  # grace 1m + disorder 10s
-WRITE_HOP = "orders_db->orders_topic"
 
 
 @dataclass
@@ -86,41 +84,14 @@ class Soak:
                 if s.started <= end + margin and s.ended >= start - margin]
 
 
-def _words(found: dict[Any, dict[str, Any]]) -> str:
-    return "; ".join(f"{k}/{s}/{h} {v['count']}" for (k, s, h), v in sorted(found.items())) \
-        or "none"
-
-
 def judge(soak: Soak, run: dict[str, Any]) -> dict[str, Any]:
     """One window: its verdict and findings against the truth of its tiers."""
     start = datetime.fromisoformat(run["data_interval_start"].replace("Z", "+00:00"))
     end = datetime.fromisoformat(run["data_interval_end"].replace("Z", "+00:00"))
-    p = soak.pipeline
     out = soak.work / "runs" / FLOW / window_folder_name(Window(start, end))
-    topic, late = topic_ids(p.bootstrap, p.topic, start, end, end + GRACE)
-    truth = Truth(upstream=sql_ids(str(p.upstream), "src", start, end), topic=topic,
-                  late=late, sinks={"warehouse": sql_ids(str(p.sink), "dst", start, end)})
-    expected = expected_findings(truth, WRITE_HOP, topic="orders_topic")["warehouse"]
     faults = soak.touching(start, end + CLOSING + timedelta(minutes=3))
-    row: dict[str, Any] = {"window": iso_z(start), "dag_run": run["state"],
-                           "faults": [s.fault for s in faults],
-                           "truth": _words(expected), "records": sum(truth.upstream.values())}
-    result = RunFolder(out).read_if(Result)
-    if result is None:
-        return {**row, "verdict": "none", "findings": "no result.json", "match": "no",
-                "problems": [f"no result in {out}"]}
-    found = found_findings(result, out)
-    row.update(verdict=result.status, findings=_words(found), reasons=result.reasons)
-    if result.status == "inconclusive":
-        # honest only when a fault could have hidden part of the window, and it says why
-        ok = bool(faults) and bool(result.reasons)
-        problems = [] if ok else ["inconclusive without a fault touching the window"]
-    else:
-        problems = compare(expected, found)
-        failing = any(k in ("loss", "duplicate", "unexpected") for k, _, _ in expected)
-        if (result.status == "findings") != failing:
-            problems.append(f"status {result.status}, truth {'findings' if failing else 'ok'}")
-    return {**row, "match": "no" if problems else "yes", "problems": problems}
+    return {"window": iso_z(start), "dag_run": run["state"],
+            **judge_window(soak.pipeline, start, end, GRACE, out, [s.fault for s in faults])}
 
 
 def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck],
