@@ -1,0 +1,51 @@
+"""harness/soak: the soak on two hosts' plan of faults and its checker's reading of a run
+folder's journal (the soak itself is `make soak-hosts`, an hour, outside `make test`)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from harness.soak.check import failed_steps
+from harness.soak.host_faults import FAULTS
+from harness.soak.hosts import schedule
+
+pytestmark = pytest.mark.unit
+
+
+def test_every_fault_strikes_twice_at_random_inside_the_soak_leaving_its_last_windows_room(
+) -> None:
+    began = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    ends = began + timedelta(minutes=60)
+    plan = schedule(random.Random(7), began, ends)
+    assert Counter(f.name for _, f in plan) == {f.name: 2 for f in FAULTS}
+    times = [t for t, _ in plan]
+    assert times == sorted(times)
+    assert began + timedelta(minutes=3) <= times[0] <= began + timedelta(minutes=5)
+    # a window a late fault touches still closes, and is judged, within the soak
+    assert times[-1] <= ends - timedelta(minutes=3)
+    assert schedule(random.Random(7), began, ends) == plan
+    assert [f.name for _, f in schedule(random.Random(8), began, ends)] != \
+        [f.name for _, f in plan]
+
+
+def test_the_faults_cover_hosts_stores_scheduler_and_the_pipelines() -> None:
+    assert {f.name for f in FAULTS} == {
+        "host_killed", "network_cut", "s3_restart", "store_restart", "scheduler_restart",
+        "broker_restart", "consumer_crash", "producer_retries"}
+
+
+def test_the_checker_reads_which_steps_a_run_folders_journal_says_failed(tmp_path: Path
+                                                                          ) -> None:
+    assert failed_steps(tmp_path) == []
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    for name, state in (("stage", "done"), ("replay", "failed"), ("reconcile", "started")):
+        (steps / f"{name}.json").write_text(json.dumps(
+            {"schema_version": 2, "step": name, "state": state, "at": "2026-12-06T12:00:00Z"}))
+    assert failed_steps(tmp_path) == ["replay"]
