@@ -213,6 +213,11 @@ def fleet_cause(fleet: dict[str, Any]) -> str:
     if cpu:
         parts.append(f"{spent:.1f} CPU s a window beside the feeding"
                      + (f", {busy:.2f} of 2 cores busy" if busy else ""))
+    fed = fleet.get("feeder") or {}
+    if fed.get("samples") and fleet.get("not_ok") and fed["tick_max_s"] > 30:
+        # the rows of a late tick are stamped over its delay: later than the flows' grace
+        parts.append(f"the feeder fell {fed['tick_max_s']:.0f} s behind its clock, so some "
+                     "records reached the upstream and the topic after their window's grace")
     return "; ".join(parts)
 
 
@@ -247,14 +252,18 @@ def fleet_tables(fleets: dict[int, dict[str, Any]]) -> list[str]:
     if not fleets:
         return []
     out = ["| flows | minutes measured | windows | skipped | not ok | verdict after closing "
-           "p50 / p95 / max s | CPU s per window (beside the feeding) | cores busy |",
-           "|---|---|---|---|---|---|---|---|"]
+           "p50 / p95 / max s | CPU s per window (beside the feeding) | cores busy "
+           "| the feeder's longest tick / a record's longest wait in its producer, s |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for n, f in sorted(fleets.items()):
         s, cpu = f["verdict_after_grace_s"], per_window(f)
+        fed = f.get("feeder") or {}
         out.append(f"| {n} | {f['minutes']:g} | {f['windows']} | {f['skipped']} | "
                    f"{f['not_ok']} | {s['p50']} / {s['p95']} / {s['max']} | "
                    f"{sum(v for k, v in cpu.items() if k != 'pipelines'):.1f} | "
-                   f"{(f.get('cpu') or {}).get('cores_busy', '-')} |")
+                   f"{(f.get('cpu') or {}).get('cores_busy', '-')} | "
+                   + (f"{fed['tick_max_s']} / {fed['producer_wait_max_s']} |"
+                      if fed.get("samples") else "not recorded |"))
     for n, f in sorted(fleets.items()):
         tl = f.get("task_timeline") or {}
         if tl:

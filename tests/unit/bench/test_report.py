@@ -153,3 +153,17 @@ def test_the_slope_target_names_the_floor_when_it_was_measured() -> None:
     assert "| topic r1 | 0.00 | 2.00 |" in report.floor_slopes(d)
 
 
+
+
+def test_a_fleet_whose_feeder_fell_behind_its_grace_says_so_where_windows_were_not_ok(
+) -> None:
+    behind = {**fleet(20, 50.0), "not_ok": 3,
+              "feeder": {"samples": 180, "tick_max_s": 110.4, "producer_wait_max_s": 0.4,
+                         "broker_rtt_max_s": 0.1, "retries": 0, "timeouts": 0}}
+    assert "the feeder fell 110 s behind its clock" in report.fleet_cause(behind)
+    # a feeder that kept its clock is no cause
+    kept = {**behind, "feeder": {**behind["feeder"], "tick_max_s": 0.3}}
+    assert "feeder" not in report.fleet_cause(kept)
+    table = "\n".join(report.fleet_tables({20: behind}))
+    assert "| 110.4 / 0.4 |" in table
+    assert "| not recorded |" in "\n".join(report.fleet_tables({20: fleet(20, 50.0)}))
