@@ -55,7 +55,7 @@ from harness.services.spark import SparkStandalone
 from harness.soak.check import judge_window
 from harness.soak.host_faults import FAULTS, HostFault
 from kafka_recon.runfolder import window_folder_name
-from kafka_recon.settings import REPO_ROOT
+from kafka_recon.settings import REPO_ROOT, lease_seconds
 from kafka_recon.window import Window, iso_z
 
 WINDOW = timedelta(minutes=5)
@@ -184,6 +184,35 @@ class Soak:
                                f" {body}")
         w.runs.append((ADHOC, str(body["dag_run_id"])))
 
+    def settle(self, timeout: float = 900) -> list[str]:
+        """The DAGs paused and their runs ended (windows after the soak's end run on until
+        then): the leases the store still holds, which should be none."""
+        for dag in [*(f"recon__{f}" for f in self.pipelines), ADHOC]:
+            self.airflow.api("PATCH", f"/dags/{dag}", {"is_paused": True})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = [dag for dag in [*(f"recon__{f}" for f in self.pipelines), ADHOC]
+                    if self.airflow.api("GET", f"/dags/{dag}/dagRuns?state=running&state=queued"
+                                        )[1].get("total_entries")]
+            if not busy:
+                break
+            time.sleep(10)
+        # a run whose last task could not reach the store left its lease to lapse by itself
+        # (the lease's length after its last renewal), as designed: it must not outlive that
+        lapse = time.monotonic() + lease_seconds() + 60
+        while (leases := held_leases(self.store_url)) and time.monotonic() < lapse:
+            time.sleep(10)
+        return leases
+
+    def held(self, w: Judged) -> bool:
+        """Whether a run holds the window now (a store that does not answer: as if held)."""
+        from kafka_recon.errors import ReconError
+
+        try:
+            return (w.flow, iso_z(w.start), iso_z(w.end)) in set(held_windows(self.store_url))
+        except ReconError:
+            return True
+
     def judge(self, w: Judged) -> None:
         out = self.folder(w)
         result = out / "result.json"
@@ -201,6 +230,8 @@ class Soak:
         unknowable = row["verdict"] == "none" or \
             row["verdict"] == "inconclusive" and row["match"] == "yes"
         if unknowable and len(w.runs) <= RERUNS:
+            if self.held(w):
+                return  # a run that failed holds the window until its lease lapses: wait
             self.rerun(w)
             print(f"{w.flow} {row['window']}: {row['verdict']}, reconciled again", flush=True)
             return
@@ -237,11 +268,16 @@ class Soak:
                 self.judge(w)
 
 
-def held_leases(store_url: str) -> list[str]:
-    """The windows whose lease the store still holds."""
+def held_windows(store_url: str) -> list[tuple[str, str, str]]:
+    """(flow, start, end) of every window whose lease the store holds now."""
     from kafka_recon.stores.lease import held
 
-    return [f"{f} {s} {e}" for f, s, e in sorted(held(store_url))]
+    return sorted(held(store_url))
+
+
+def held_leases(store_url: str) -> list[str]:
+    """The windows whose lease the store still holds, in words."""
+    return [f"{f} {s} {e}" for f, s, e in held_windows(store_url)]
 
 
 def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck], began: datetime,
@@ -307,11 +343,13 @@ def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck], beg
     (docs / "soak-hosts.md").write_text("\n".join(lines) + "\n")
 
 
-def schedule(rnd: random.Random, began: datetime, ends: datetime) -> list[tuple[datetime,
-                                                                              HostFault]]:
-    """Every fault twice, in a random order, at random times: the first 3 to 5 minutes in,
-    the last at least 4 minutes before the end (a window it touches closes in the soak)."""
-    order = [*FAULTS, *FAULTS]
+def schedule(rnd: random.Random, began: datetime, ends: datetime,
+             faults: list[HostFault] | None = None) -> list[tuple[datetime, HostFault]]:
+    """Every fault (of `faults`, default all) twice, in a random order, at random times: the
+    first 3 to 5 minutes in, the last at least 4 minutes before the end (a window it touches
+    closes in the soak)."""
+    faults = FAULTS if faults is None else faults
+    order = [*faults, *faults]
     rnd.shuffle(order)
     first = began + timedelta(minutes=rnd.uniform(3, 5))
     room = (ends - timedelta(minutes=4) - first) / max(len(order) - 1, 1)
@@ -319,8 +357,10 @@ def schedule(rnd: random.Random, began: datetime, ends: datetime) -> list[tuple[
                    for k, f in enumerate(order)), key=lambda tf: tf[0])
 
 
-def soak(minutes: float, seed: int, flows: int, docs: Path) -> int:
+def soak(minutes: float, seed: int, flows: int, docs: Path, only: list[str] | None = None
+         ) -> int:
     rnd = random.Random(seed)
+    faults = [f for f in FAULTS if not only or f.name in only]
     # outside /tmp, which each host replaces with its own; PostgreSQL, which runs as its own
     # user, must enter it
     base = Path(tempfile.mkdtemp(prefix="kafka-recon-soak-hosts-", dir="/var/tmp"))
@@ -404,7 +444,7 @@ def soak(minutes: float, seed: int, flows: int, docs: Path) -> int:
             servers.unpause(f"recon__{name}")
         began = datetime.now(UTC)
         ends = began + timedelta(minutes=minutes)
-        plan = schedule(rnd, began, ends)
+        plan = schedule(rnd, began, ends, faults)
         print(f"soak on two hosts from {iso_z(began)} to {iso_z(ends)}, {flows} flows, "
               f"{len(plan)} faults; work in {base}", flush=True)
         while True:
@@ -422,7 +462,7 @@ def soak(minutes: float, seed: int, flows: int, docs: Path) -> int:
             if now > ends and (done or now > ends + timedelta(minutes=30)):
                 break
             time.sleep(5)
-        leases = held_leases(store_url)
+        leases = ctx.settle()
     finally:
         for p in pipelines.values():
             p.stop()
@@ -435,7 +475,7 @@ def soak(minutes: float, seed: int, flows: int, docs: Path) -> int:
                              "problems": ["its run never ended"]}
                    for w in windows.values()), key=lambda r: (r["window"], r["flow"]))
     struck = ctx.struck if ctx else []
-    times = {f.name: sum(s.fault == f.name for s in struck) for f in FAULTS}
+    times = {f.name: sum(s.fault == f.name for s in struck) for f in faults}
     short = [name for name, n in times.items() if n < 2]
     write_docs(docs, rows, struck, began, datetime.now(UTC), seed, flows, leases, short)
     bad = [r for r in rows if r["match"] != "yes"]
@@ -455,8 +495,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     p.add_argument("--flows", type=int, default=3)
     p.add_argument("--docs", type=Path, default=REPO_ROOT / "docs")
+    p.add_argument("--only", nargs="+", choices=[f.name for f in FAULTS], default=None,
+                   help="strike only these faults (each twice): to look into one")
     a = p.parse_args(argv)
-    return soak(a.minutes, a.seed, a.flows, a.docs)
+    return soak(a.minutes, a.seed, a.flows, a.docs, a.only)
 
 
 if __name__ == "__main__":
