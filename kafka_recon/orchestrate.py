@@ -127,12 +127,14 @@ def begin(run: Run, owner: str | None = None) -> None:
     run.folder.make()
     if owner is not None:
         lease(run).claim(owner)
+        run.folder.held_by(owner)
     run.folder.clear(*ALL_STEPS)
 
 
 def check_owner(run: Run, owner: str) -> None:
     """A task of an Airflow run goes on only while its run holds the window (and renews it)."""
     lease(run).check(owner)
+    run.folder.held_by(owner)
 
 
 def finish(run: Run, owner: str) -> None:
@@ -148,6 +150,7 @@ def held(run: Run, owner: str | None) -> Iterator[None]:
         return
     window = lease(run)
     window.check(owner)
+    run.folder.held_by(owner)
     with window.kept(owner):
         yield
 
@@ -167,6 +170,7 @@ def exclusive(run: Run) -> Iterator[None]:
     owner = f"process {os.getpid()} on {socket.gethostname()}"
     window = lease(run)
     window.claim(owner, pid=os.getpid())
+    run.folder.held_by(owner)
     try:
         with window.kept(owner):
             yield

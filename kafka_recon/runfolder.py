@@ -27,7 +27,7 @@ import os
 import posixpath
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -197,9 +197,17 @@ def _reached(method: Callable[P, R]) -> Callable[P, R]:
 @dataclass(frozen=True, init=False)
 class RunFolder:
     path: UPath
+    # the run that holds the window, named in every file written once it is known (`held_by`)
+    writer: str | None = field(default=None, compare=False)
 
     def __init__(self, path: Path | UPath | str) -> None:
         object.__setattr__(self, "path", path if isinstance(path, UPath) else UPath(path))
+        object.__setattr__(self, "writer", None)
+
+    def held_by(self, owner: str) -> None:
+        """From now on every file written names `owner` as its run (`RunFile.run`): set once
+        the run is known to hold the window, so a file another run wrote is told apart."""
+        object.__setattr__(self, "writer", owner)
 
     @classmethod
     def of(cls, root: Path | UPath, flow: str, window: Window) -> RunFolder:
@@ -279,6 +287,8 @@ class RunFolder:
     def write(self, doc: RunFile, tier: str | None = None) -> UPath:
         """A run file, whole (`tier`: which staged/<tier>.json)."""
         path = self._where(type(doc), tier)
+        if self.writer is not None:
+            doc = doc.model_copy(update={"run": self.writer})
         write_text(path, doc.dumps())
         return path
 

@@ -4,8 +4,9 @@ The truth is read from the tables and the topic themselves (harness.drill.truth)
 upstream wrote in the window, every record of the window the topic holds (and which came late),
 every id the sink loaded. A window matches when its verdict and every finding (kind, side, hop,
 count, ids) are what a perfect detector reports; it may be `inconclusive` only when a fault
-touched it and its reasons say why, and it must never be `ok` while a step it depends on
-failed (its journal, `steps/`)."""
+touched it and its reasons say why; it must never be `ok` while a step it depends on failed
+(its journal, `steps/`); and every file of its run folder must name the run its result.json
+names (`RunFile.run`): no run wrote into a window another held."""
 
 from __future__ import annotations
 
@@ -43,6 +44,25 @@ def failed_steps(out: Path) -> list[str]:
     return failed
 
 
+def mixed_runs(out: Path) -> list[str]:
+    """Every JSON file of the run folder `out` (its own, the journal's, the staged tiers')
+    that names another run than its result.json does, as `<file>: <run>`; a result that names
+    no run, too (every run of a soak holds its window)."""
+    result = out / "result.json"
+    if not result.exists():
+        return []
+    owner = json.loads(result.read_text()).get("run")
+    if owner is None:
+        return ["result.json: no run named"]
+    mixed = []
+    for path in sorted([*out.glob("*.json"), *out.glob("steps/*.json"),
+                        *out.glob("staged/*.json")]):
+        run = json.loads(path.read_text()).get("run")
+        if run != owner:
+            mixed.append(f"{path.relative_to(out)}: {run}")
+    return mixed
+
+
 def judge_window(pipeline: LivePipeline, start: datetime, end: datetime, grace: timedelta,
                  out: Path, faults: Sequence[str]) -> dict[str, Any]:
     """One window (its run folder `out`): its verdict and findings against the truth of its
@@ -62,6 +82,7 @@ def judge_window(pipeline: LivePipeline, start: datetime, end: datetime, grace: 
     found = found_findings(result, out)
     row.update(verdict=result.status, findings=words(found), reasons=result.reasons)
     failed = failed_steps(out)
+    mixed = mixed_runs(out)
     if result.status == "inconclusive":
         # honest only when a fault could have hidden part of the window, and it says why
         problems = [] if faults and result.reasons else \
@@ -73,4 +94,7 @@ def judge_window(pipeline: LivePipeline, start: datetime, end: datetime, grace: 
             problems.append(f"status {result.status}, truth {'findings' if failing else 'ok'}")
         if result.status == "ok" and failed:
             problems.append(f"ok while steps failed: {', '.join(failed)}")
+    if mixed:
+        problems.append(f"files of another run than result.json's ({result.run}): "
+                        + ", ".join(mixed))
     return {**row, "match": "no" if problems else "yes", "problems": problems}

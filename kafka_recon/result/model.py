@@ -298,7 +298,7 @@ class Result(_Model, RunFile):
     not see everything, the reasons it is inconclusive."""
 
     FILE = "result"
-    _optional = frozenset({"bucket_seconds", "grace_seconds"})
+    _optional = frozenset({"run", "bucket_seconds", "grace_seconds"})
     flow: str
     """The flow's name."""
     window: WindowJson

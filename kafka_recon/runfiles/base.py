@@ -38,18 +38,26 @@ class RunFile(Part):
     version this kafka-recon writes."""
 
     FILE: ClassVar[str]
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
+    # the version that added `run`: the one before it reads as written by no known run
+    RUN_SINCE: ClassVar[int] = 2
     # the field that holds what a version 0 file held as a bare list, when it was one
     LISTED_AS: ClassVar[str | None] = None
-    schema_version: int = 1
+    schema_version: int = 2
+    run: str | None = None
+    """The run that wrote this file: `<dag_id>/<run_id>` under Airflow, `process <pid> on
+    <host>` from the command line (the holder of the window's lease). Every file of a run
+    folder names the same run as its `result.json`, except a repair's, which names the repair's
+    run; none when written outside a run (or by a kafka-recon before runs were named)."""
 
     @classmethod
     def upgrade(cls, data: Any, version: int) -> Any:
         """`data` as written at `version`, one version later. Version 0 to 1 only adds the
-        version; a file that was a bare list is wrapped in its `LISTED_AS` field."""
+        version; a file that was a bare list is wrapped in its `LISTED_AS` field. The version
+        before `RUN_SINCE` only lacks `run`."""
         if version == 0 and isinstance(data, list) and cls.LISTED_AS:
             return {cls.LISTED_AS: data}
-        if version == 0 and isinstance(data, dict):
+        if version in (0, cls.RUN_SINCE - 1) and isinstance(data, dict):
             return data
         raise ValueError(f"no upgrade from schema version {version}")
 

@@ -16,8 +16,9 @@ class StepEntry(RunFile):
     """steps/<step>.json: one step's (or one staging task's) state."""
 
     FILE = "journal"
-    SCHEMA_VERSION = 2
-    schema_version: int = 2
+    SCHEMA_VERSION = 3
+    RUN_SINCE = 3
+    schema_version: int = 3
     step: str
     """The step: `stage`, `stage <tier>` (one staging task's part), `replay`, ..."""
     state: Literal["started", "done", "failed"]

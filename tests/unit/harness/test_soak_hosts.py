@@ -49,3 +49,27 @@ def test_the_checker_reads_which_steps_a_run_folders_journal_says_failed(tmp_pat
         (steps / f"{name}.json").write_text(json.dumps(
             {"schema_version": 2, "step": name, "state": state, "at": "2026-12-06T12:00:00Z"}))
     assert failed_steps(tmp_path) == ["replay"]
+
+
+def test_the_checker_names_every_file_of_a_window_that_another_run_wrote(tmp_path: Path
+                                                                         ) -> None:
+    from harness.soak.check import mixed_runs
+
+    mine, other = "recon__orders1/scheduled__1", "recon_adhoc/manual__2"
+
+    def put(rel: str, run: str | None) -> None:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"schema_version": 2, **({"run": run} if run else {})}))
+
+    assert mixed_runs(tmp_path) == []  # no result yet: nothing to hold the files to
+    put("result.json", mine)
+    put("stage.json", mine)
+    put("steps/stage.json", mine)
+    put("staged/orders_db.json", mine)
+    assert mixed_runs(tmp_path) == []
+    put("reconcile.json", other)  # a run cut off from the store wrote on
+    put("steps/replay.json", None)
+    assert mixed_runs(tmp_path) == [f"reconcile.json: {other}", "steps/replay.json: None"]
+    put("result.json", None)
+    assert mixed_runs(tmp_path) == ["result.json: no run named"]

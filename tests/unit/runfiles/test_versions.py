@@ -25,10 +25,11 @@ def write(path: Path, data: object) -> Path:
     return path
 
 
-def test_files_written_before_versions_were_kept_are_read_as_version_1(tmp_path: Path) -> None:
+def test_files_written_before_versions_were_kept_are_read_as_the_current_version(
+        tmp_path: Path) -> None:
     stage = Stage.load(write(tmp_path / "stage.json", [
         {"name": "db", "kind": "ids", "count": 3, "distinct": 3}]))
-    assert (stage.schema_version, stage.point("db").count) == (1, 3)
+    assert (stage.schema_version, stage.point("db").count, stage.run) == (2, 3, None)
     timings = Timings.load(write(tmp_path / "timings.json",
                                  {"stage": 1.5, "spark_jobs": {"total": 4}}))
     assert (timings.laps, timings.spark_jobs) == ({"stage": 1.5}, {"total": 4})
@@ -48,11 +49,35 @@ def test_a_result_without_a_version_reads_and_is_written_back_with_it_first(
 
 
 def test_a_file_from_a_newer_kafka_recon_is_refused_naming_it(tmp_path: Path) -> None:
-    newer = {**result("orders").as_json(), "schema_version": 2}
+    newer = {**result("orders").as_json(), "schema_version": 3}
     with pytest.raises(ResultError) as err:
         Result.load(write(tmp_path / "result.json", newer))
-    assert str(err.value) == (f"{tmp_path / 'result.json'}: schema version 2 was written by a "
-                              "newer kafka-recon (this one reads up to 1)")
+    assert str(err.value) == (f"{tmp_path / 'result.json'}: schema version 3 was written by a "
+                              "newer kafka-recon (this one reads up to 2)")
+
+
+def test_a_file_of_the_version_before_runs_were_named_reads_as_written_by_no_known_run(
+        tmp_path: Path) -> None:
+    v1 = {**result("orders").as_json(), "schema_version": 1}
+    read = Result.load(write(tmp_path / "result.json", v1))
+    assert (read.schema_version, read.run) == (2, None)
+    entry = StepEntry.load(write(tmp_path / "stage.json", {
+        "schema_version": 2, "step": "stage", "state": "done", "at": "2026-11-20T00:00:00Z"}))
+    assert (entry.schema_version, entry.run) == (3, None)
+
+
+def test_every_file_a_run_writes_once_it_holds_its_window_names_that_run(tmp_path: Path
+                                                                         ) -> None:
+    folder = RunFolder(tmp_path / "run")
+    folder.write(result("orders"))
+    # outside a run: left out, as a result does with what it does not carry
+    assert "run" not in json.loads((folder.path / "result.json").read_text())
+    folder.held_by("recon__orders/scheduled__2026-12-06T12:00:00+00:00")
+    folder.mark("stage", "done")
+    folder.write(result("orders"))
+    for path in (folder.path / "result.json", next((folder.path / "steps").iterdir())):
+        assert json.loads(path.read_text())["run"] == \
+            "recon__orders/scheduled__2026-12-06T12:00:00+00:00"
 
 
 def test_a_field_that_is_not_the_contract_is_refused_naming_the_field(tmp_path: Path) -> None:
