@@ -328,3 +328,42 @@ def celery_worker(host: Host, env: dict[str, str], deploy: Path, log: Path
 def worker_ready(log: Path) -> bool:
     """A Celery worker logs `<its name> ready.` once it consumes its queue."""
     return log.is_file() and " ready." in log.read_text(errors="replace")
+
+
+def ship(deploy: Path, config: str) -> Path:
+    """What a deployment ships to every host, into `deploy`: the DAG folder and the flow
+    config (`config`, its YAML)."""
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "dags", deploy / "dags",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (deploy / "flows.yaml").write_text(config)
+    return deploy
+
+
+def celery_env(home: Path, deploy: Path, *, at: str, smtp_port: int, redis_url: str,
+               metadata_url: str, store_url: str, s3_connection: str, runs: str,
+               spark_master: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Airflow's environment for a deployment on many hosts: the CeleryExecutor (Redis, its
+    results in the metadata database), one task at a time per worker, the shipped `deploy`
+    folder, run folders at `runs` (an `s3://recon_s3@bucket/prefix` through the S3 server's
+    connection), kafka-recon's store at `store_url`, Spark on a standalone master, mail to the
+    server at `at`."""
+    return airflow_env(home, smtp_port=smtp_port, extra={
+        "KAFKA_RECON_CONFIG": str(deploy / "flows.yaml"),
+        "KAFKA_RECON_OUT": runs,
+        "AIRFLOW_CONN_RECON_S3": s3_connection,
+        "KAFKA_RECON_STORE": store_url,
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master}),
+        "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps({
+            "conn_type": "smtp", "host": at, "port": smtp_port,
+            "extra": {"disable_ssl": True, "disable_tls": True, "retry_limit": 1,
+                      "from_email": "kafka-recon@localhost", "timeout": 10}}),
+        "AIRFLOW__CELERY__BROKER_URL": redis_url,
+        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + metadata_url.replace(
+            "postgresql://", "postgresql+psycopg2://"),
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": "1",
+        # the api-server reads task logs from the workers' log servers with it
+        "AIRFLOW__API__SECRET_KEY": "kafka-recon-" + home.name,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(deploy / "dags"),
+        **(extra or {})})

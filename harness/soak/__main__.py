@@ -32,7 +32,7 @@ from harness.services.kafka import KafkaCluster
 from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
 from harness.soak.check import judge_window
-from harness.soak.faults import FAULTS, Fault
+from harness.soak.faults import FAULTS, Fault, Struck, strike
 from kafka_recon.runfolder import window_folder_name
 from kafka_recon.settings import REPO_ROOT
 from kafka_recon.window import Window, iso_z
@@ -45,14 +45,6 @@ CLOSING = GRACE + timedelta(seconds=10)  # grace 1m + disorder 10s
 
 
 @dataclass
-class Struck:
-    fault: str
-    started: datetime
-    ended: datetime
-    note: str
-
-
-@dataclass
 class Soak:
     work: Path
     pipeline: LivePipeline
@@ -61,14 +53,7 @@ class Soak:
     struck: list[Struck] = field(default_factory=list)
 
     def strike(self, fault: Fault, rnd: random.Random) -> None:
-        started = datetime.now(UTC)
-        print(f"{iso_z(started)} fault: {fault.what}", flush=True)
-        try:
-            note = fault.act(self, rnd)
-        except Exception as exc:  # noqa: BLE001 - a fault that failed is noted, the soak goes on
-            note = f"the fault itself failed: {type(exc).__name__}: {exc}"
-        self.struck.append(Struck(fault.name, started, datetime.now(UTC), note))
-        print(f"  {note}", flush=True)
+        strike(self.struck, fault.name, fault.what, lambda: fault.act(self, rnd))
 
     def runs(self, token: str) -> list[dict[str, Any]]:
         code, body = self.airflow.api("GET", f"/dags/{DAG}/dagRuns?limit=100", token=token)

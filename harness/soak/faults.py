@@ -10,6 +10,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from harness.drill.faults import leader_of, wait_isr
@@ -26,6 +27,33 @@ RETRYING_PRODUCER = {"acks": "all", "enable.idempotence": False, "retries": 10,
 class Context(Protocol):
     pipeline: LivePipeline
     cluster: KafkaCluster
+
+
+@dataclass
+class Struck:
+    """A fault as it struck: when, and what happened (the soaks' table of faults)."""
+
+    fault: str
+    started: datetime
+    ended: datetime
+    note: str
+
+
+def strike(struck: list[Struck], name: str, what: str, act: Callable[[], str]) -> None:
+    """One fault: announced, done, and its note kept in `struck`. A fault that itself failed
+    is noted as such, and the soak goes on."""
+    from datetime import UTC
+
+    from kafka_recon.window import iso_z
+
+    started = datetime.now(UTC)
+    print(f"{iso_z(started)} fault: {what}", flush=True)
+    try:
+        note = act()
+    except Exception as exc:  # noqa: BLE001 - noted in the table, the soak goes on
+        note = f"the fault itself failed: {type(exc).__name__}: {exc}"
+    struck.append(Struck(name, started, datetime.now(UTC), note))
+    print(f"  {note}", flush=True)
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,9 @@ from harness.drill.runner import CLUSTER_CONFIG
 from harness.live import LivePipeline, floor_to
 from harness.services.airflow import (
     AirflowServers,
-    airflow_env,
+    celery_env,
     celery_worker,
+    ship,
     worker_ready,
 )
 from harness.services.kafka import KafkaCluster
@@ -53,6 +54,7 @@ from harness.services.s3 import S3Server
 from harness.services.smtp import MailCatcher
 from harness.services.spark import SparkStandalone
 from harness.soak.check import judge_window
+from harness.soak.faults import Struck, strike
 from harness.soak.host_faults import FAULTS, HostFault
 from kafka_recon.runfolder import window_folder_name
 from kafka_recon.settings import REPO_ROOT, lease_seconds
@@ -68,14 +70,6 @@ RERUNS = 2  # re-runs of a window a fault left inconclusive or without a verdict
 
 def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-@dataclass
-class Struck:
-    fault: str
-    started: datetime
-    ended: datetime
-    note: str
 
 
 @dataclass
@@ -149,14 +143,7 @@ class Soak:
         return None
 
     def strike(self, fault: HostFault, rnd: random.Random) -> None:
-        started = datetime.now(UTC)
-        print(f"{iso_z(started)} fault: {fault.what}", flush=True)
-        try:
-            note = fault.act(self, rnd)
-        except Exception as exc:  # noqa: BLE001 - a fault that failed is noted, the soak goes on
-            note = f"the fault itself failed: {type(exc).__name__}: {exc}"
-        self.struck.append(Struck(fault.name, started, datetime.now(UTC), note))
-        print(f"  {note}", flush=True)
+        strike(self.struck, fault.name, fault.what, lambda: fault.act(self, rnd))
 
     def touching(self, start: datetime, until: datetime) -> list[Struck]:
         """Faults that struck between a window's start and `until` (its verdict), a minute
@@ -401,30 +388,13 @@ def soak(minutes: float, seed: int, flows: int, docs: Path, only: list[str] | No
             pipelines[name] = p
             config += p.flow_yaml(name, window="5m", grace="1m", disorder="10s",
                                   owner=f"{name}@example.com").removeprefix("flows:\n")
-        deploy = base / "deploy"
-        shutil.copytree(REPO_ROOT / "dags", deploy / "dags",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        (deploy / "flows.yaml").write_text(config)
+        deploy = ship(base / "deploy", config)
         store_url = store_pg.create_database("recon_store")
         meta = meta_pg.create_database("airflow")
-        env = airflow_env(base / "airflow", smtp_port=mail.port, extra={
-            "KAFKA_RECON_CONFIG": str(deploy / "flows.yaml"),
-            "KAFKA_RECON_OUT": f"s3://recon_s3@{BUCKET}/runs",
-            "AIRFLOW_CONN_RECON_S3": s3.connection(),
-            "KAFKA_RECON_STORE": store_url,
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark",
-                                                      "host": spark.master}),
-            "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps({
-                "conn_type": "smtp", "host": at, "port": mail.port,
-                "extra": {"disable_ssl": True, "disable_tls": True, "retry_limit": 1,
-                          "from_email": "kafka-recon@localhost", "timeout": 10}}),
-            "AIRFLOW__CELERY__BROKER_URL": redis.url,
-            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + meta.replace("postgresql://",
-                                                                   "postgresql+psycopg2://"),
-            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "1",
-            "AIRFLOW__API__SECRET_KEY": "kafka-recon-soak-hosts",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(deploy / "dags"),
-        })
+        env = celery_env(
+            base / "airflow", deploy, at=at, smtp_port=mail.port, redis_url=redis.url,
+            metadata_url=meta, store_url=store_url, s3_connection=s3.connection(),
+            runs=f"s3://recon_s3@{BUCKET}/runs", spark_master=spark.master)
         servers = AirflowServers(base / "airflow", env, database_url=meta, host=at,
                                  executor="CeleryExecutor").start()
         started.append(servers)

@@ -27,7 +27,13 @@ from typing import Any
 
 import pytest
 
-from harness.services.airflow import AirflowServers, airflow_env, celery_worker, worker_ready
+from harness.services.airflow import (
+    AirflowServers,
+    celery_env,
+    celery_worker,
+    ship,
+    worker_ready,
+)
 from harness.services.kafka import KafkaCluster
 from harness.services.lab import Host, Lab
 from harness.services.postgres import PostgresServer
@@ -94,33 +100,14 @@ def hosts() -> Iterator[TwoHosts]:
         scn = Scenario(base, kafka.bootstrap, up_url=pg.create_database("up"),
                        down_url=pg.create_database("down"), origin=start)
         scn.flow_through(40, sink_lacks=LOST, every=10)
-        deploy = base / "deploy"
-        shutil.copytree(REPO_ROOT / "dags", deploy / "dags",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy(scn.config, deploy / "flows.yaml")
-
+        deploy = ship(base / "deploy", scn.config.read_text())
         store = pg.create_database("recon_store")
         meta = pg.create_database("airflow")
-        env = airflow_env(base / "airflow", smtp_port=mail.port, extra={
-            "KAFKA_RECON_CONFIG": str(deploy / "flows.yaml"),
-            "KAFKA_RECON_OUT": f"s3://recon_s3@{BUCKET}/runs",
-            "AIRFLOW_CONN_RECON_S3": s3.connection(),
-            "KAFKA_RECON_STORE": store,
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark",
-                                                      "host": spark.master}),
-            "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps({
-                "conn_type": "smtp", "host": at, "port": mail.port,
-                "extra": {"disable_ssl": True, "disable_tls": True, "retry_limit": 1,
-                          "from_email": "kafka-recon@localhost", "timeout": 10}}),
-            "AIRFLOW__CELERY__BROKER_URL": redis.url,
-            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + meta.replace("postgresql://",
-                                                                   "postgresql+psycopg2://"),
-            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "1",
-            # the api-server reads task logs from the workers' log servers with it
-            "AIRFLOW__API__SECRET_KEY": "kafka-recon-two-hosts",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(deploy / "dags"),
-            "KAFKA_RECON_LEASE_SECONDS": str(LEASE_SECONDS),
-        })
+        env = celery_env(
+            base / "airflow", deploy, at=at, smtp_port=mail.port, redis_url=redis.url,
+            metadata_url=meta, store_url=store, s3_connection=s3.connection(),
+            runs=f"s3://recon_s3@{BUCKET}/runs", spark_master=spark.master,
+            extra={"KAFKA_RECON_LEASE_SECONDS": str(LEASE_SECONDS)})
         servers = AirflowServers(base / "airflow", env, database_url=meta, host=at,
                                  executor="CeleryExecutor").start()
         started.append(servers)
