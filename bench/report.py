@@ -203,6 +203,13 @@ def fleet_cause(fleet: dict[str, Any]) -> str:
     spent = sum(v for k, v in cpu.items() if k != "pipelines")
     busy = (fleet.get("cpu") or {}).get("cores_busy")
     parts = []
+    if fleet.get("skipped"):
+        # a fleet the machine cannot keep up with: its queue grows window after window
+        late = fleet["verdict_after_grace_s"]
+        parts.append(f"the machine fell behind the fleet: {fleet['skipped']} of "
+                     f"{fleet['windows']} windows had no verdict by the end, and the others' "
+                     f"came a median {late['p50'] / 60:.0f} minutes after closing, later "
+                     "with each window")
     if spark:
         staged = tl.get("stage", {}).get("end_date")
         waited = (f", {spark.get('queued_when', 0) - staged:.0f} s of it after staging, "

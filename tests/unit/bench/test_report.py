@@ -167,3 +167,12 @@ def test_a_fleet_whose_feeder_fell_behind_its_grace_says_so_where_windows_were_n
     table = "\n".join(report.fleet_tables({20: behind}))
     assert "| 110.4 / 0.4 |" in table
     assert "| not recorded |" in "\n".join(report.fleet_tables({20: fleet(20, 50.0)}))
+
+
+def test_a_fleet_the_machine_cannot_keep_up_with_says_so_first() -> None:
+    behind = {**fleet(50, 2015.9, skipped=83), "windows": 300}
+    behind["verdict_after_grace_s"]["p50"] = 1601.4
+    assert report.fleet_cause(behind).startswith(
+        "the machine fell behind the fleet: 83 of 300 windows had no verdict by the end, and "
+        "the others' came a median 27 minutes after closing")
+    assert "fell behind" not in report.fleet_cause(fleet(20, 50.0))
