@@ -115,9 +115,10 @@ def _run(scn: Scenario, zone: str, tmp: Path) -> dict[str, Any]:
 
 
 def _of_the_run_itself(result: dict[str, Any]) -> dict[str, Any]:
-    """result.json less what names this run rather than the window: its fresh consumer
-    groups."""
-    return {**result, "replays": [{**r, "group": None} for r in result["replays"]]}
+    """result.json less what names this run rather than the window: the run itself, and its
+    fresh consumer groups."""
+    return {**result, "run": None,
+            "replays": [{**r, "group": None} for r in result["replays"]]}
 
 
 def test_the_same_window_on_hosts_of_three_zones_writes_the_same_utc_answer(
@@ -159,7 +160,7 @@ def test_the_same_window_on_hosts_of_three_zones_writes_the_same_utc_answer(
         assert got["history"] == runs["UTC"]["history"], zone
         assert got["metrics"] == runs["UTC"]["metrics"], zone
         assert (got["subject"], got["mail"]) == (runs["UTC"]["subject"], runs["UTC"]["mail"])
-    # byte for byte, once the run's own consumer groups are set aside
-    texts = {zone: re.sub(r'"group": "[^"]*"', '"group": ""',
+    # byte for byte, once the run itself and its own consumer groups are set aside
+    texts = {zone: re.sub(r'"(group|run)": "[^"]*"', r'"\1": ""',
                           (r["out"] / "result.json").read_text()) for zone, r in runs.items()}
     assert len(set(texts.values())) == 1

@@ -36,8 +36,9 @@ def run(scn: Scenario, out: Path, *spark: str) -> subprocess.CompletedProcess[st
 
 
 def answer(out: Path) -> dict[str, object]:
-    """What a run found, without the run folder's own path."""
+    """What a run found, without the run folder's own path or the run that wrote it."""
     found = json.loads((out / "reconcile.json").read_text().replace(str(out), "OUT"))
+    found.pop("run", None)
     return {"reconcile": found, "result": json.loads((out / "result.json").read_text())["status"],
             **{f: (out / f).read_text() for f in ID_FILES}}
 
