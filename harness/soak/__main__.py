@@ -31,8 +31,8 @@ from harness.services.airflow import AirflowServers, airflow_env
 from harness.services.kafka import KafkaCluster
 from harness.services.postgres import PostgresServer
 from harness.services.smtp import MailCatcher
-from harness.soak.check import judge_window
-from harness.soak.faults import FAULTS, Fault, Struck, strike
+from harness.soak.check import judge_window, match_cell, verdict_cell
+from harness.soak.faults import FAULTS, Fault, Struck, fault_rows, strike
 from kafka_recon.runfolder import window_folder_name
 from kafka_recon.settings import REPO_ROOT
 from kafka_recon.window import Window, iso_z
@@ -105,9 +105,7 @@ def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck],
         "",
         "## Faults",
         "",
-        "| at (UTC) | fault | what happened |",
-        "|---|---|---|",
-        *(f"| {iso_z(s.started)} | {s.fault} | {s.note} |" for s in struck),
+        *fault_rows(struck),
         "",
         "## Windows",
         "",
@@ -115,11 +113,8 @@ def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck],
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        why = f" ({'; '.join(r.get('reasons') or [])})" if r["verdict"] == "inconclusive" \
-            else ""
-        extra = f" - {'; '.join(r['problems'])}" if r.get("problems") else ""
-        lines.append(f"| {r['window']} | {r['verdict']}{why} | {r['findings']} | {r['truth']} "
-                     f"| {', '.join(r['faults']) or '-'} | {r['match']}{extra} |")
+        lines.append(f"| {r['window']} | {verdict_cell(r)} | {r['findings']} | {r['truth']} "
+                     f"| {', '.join(r['faults']) or '-'} | {match_cell(r)} |")
     (docs / "soak.md").write_text("\n".join(lines) + "\n")
 
 

@@ -31,6 +31,19 @@ def words(found: dict[Any, dict[str, Any]]) -> str:
         or "none"
 
 
+def verdict_cell(row: dict[str, Any]) -> str:
+    """A judged window's verdict for the soaks' tables: an inconclusive one with its reasons."""
+    why = f" ({'; '.join(row.get('reasons') or [])})" if row["verdict"] == "inconclusive" \
+        else ""
+    return f"{row['verdict']}{why}"
+
+
+def match_cell(row: dict[str, Any]) -> str:
+    """Whether a judged window matched, with what differed."""
+    extra = f" - {'; '.join(row['problems'])}" if row.get("problems") else ""
+    return f"{row['match']}{extra}"
+
+
 def failed_steps(out: Path) -> list[str]:
     """The steps the run folder's journal says failed (`steps/<step>.json`)."""
     steps = out / "steps"

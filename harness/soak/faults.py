@@ -39,6 +39,14 @@ class Struck:
     note: str
 
 
+def fault_rows(struck: list[Struck]) -> list[str]:
+    """The soaks' table of faults as they struck, in Markdown."""
+    from kafka_recon.window import iso_z
+
+    return ["| at (UTC) | fault | what happened |", "|---|---|---|",
+            *(f"| {iso_z(s.started)} | {s.fault} | {s.note} |" for s in struck)]
+
+
 def strike(struck: list[Struck], name: str, what: str, act: Callable[[], str]) -> None:
     """One fault: announced, done, and its note kept in `struck`. A fault that itself failed
     is noted as such, and the soak goes on."""

@@ -53,8 +53,8 @@ from harness.services.redis import RedisServer
 from harness.services.s3 import S3Server
 from harness.services.smtp import MailCatcher
 from harness.services.spark import SparkStandalone
-from harness.soak.check import judge_window
-from harness.soak.faults import Struck, strike
+from harness.soak.check import judge_window, match_cell, verdict_cell
+from harness.soak.faults import Struck, fault_rows, strike
 from harness.soak.host_faults import FAULTS, HostFault
 from kafka_recon.runfolder import window_folder_name
 from kafka_recon.settings import REPO_ROOT, lease_seconds
@@ -310,9 +310,7 @@ def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck], beg
         "|---|---|",
         *(f"| {name} | {counts.get(name, 0)} |" for name in [f.name for f in FAULTS]),
         "",
-        "| at (UTC) | fault | what happened |",
-        "|---|---|---|",
-        *(f"| {iso_z(s.started)} | {s.fault} | {s.note} |" for s in struck),
+        *fault_rows(struck),
         "",
         "## Windows",
         "",
@@ -321,12 +319,9 @@ def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck], beg
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        why = f" ({'; '.join(r.get('reasons') or [])})" if r["verdict"] == "inconclusive" \
-            else ""
-        extra = f" - {'; '.join(r['problems'])}" if r.get("problems") else ""
-        lines.append(f"| {r['flow']} | {r['window']} | {r['verdict']}{why} | {r['findings']} "
+        lines.append(f"| {r['flow']} | {r['window']} | {verdict_cell(r)} | {r['findings']} "
                      f"| {r['truth']} | {', '.join(r['faults']) or '-'} | {r['tries']} "
-                     f"| {r.get('after_closing_s', '-')} | {r['match']}{extra} |")
+                     f"| {r.get('after_closing_s', '-')} | {match_cell(r)} |")
     (docs / "soak-hosts.md").write_text("\n".join(lines) + "\n")
 
 
