@@ -321,7 +321,8 @@ def write_docs(docs: Path, rows: list[dict[str, Any]], struck: list[Struck], beg
     for r in rows:
         lines.append(f"| {r['flow']} | {r['window']} | {verdict_cell(r)} | {r['findings']} "
                      f"| {r['truth']} | {', '.join(r['faults']) or '-'} | {r['tries']} "
-                     f"| {r.get('after_closing_s', '-')} | {match_cell(r)} |")
+                     f"| {'-' if r.get('after_closing_s') is None else r['after_closing_s']} "
+                     f"| {match_cell(r)} |")
     (docs / "soak-hosts.md").write_text("\n".join(lines) + "\n")
 
 
