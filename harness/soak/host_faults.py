@@ -31,8 +31,9 @@ class Deployed(Protocol):
     cluster: KafkaCluster
     pipelines: dict[str, LivePipeline]
 
-    def spark_step_host(self, wait_s: float) -> Host | None:
-        """The worker host running a Spark step now, waiting up to `wait_s` for one."""
+    def spark_step_host(self, wait_s: float) -> tuple[Host, str] | None:
+        """The worker host running a Spark step now and whose step it is (the DAG and its run),
+        waiting up to `wait_s` for one."""
 
     def revive_worker(self, host: Host) -> None:
         """The host's Celery worker started again (the host came back)."""
@@ -46,10 +47,11 @@ class HostFault:
 
 
 def host_killed(d: Deployed, rnd: random.Random) -> str:
-    host = d.spark_step_host(wait_s=300)
-    during = "while it ran a Spark step"
-    if host is None:
+    step = d.spark_step_host(wait_s=300)
+    if step is None:
         host, during = rnd.choice(d.workers), "(no Spark step ran within 5 minutes)"
+    else:
+        host, during = step[0], f"while it ran the Spark step of {step[1]}"
     host.kill()
     down = rnd.uniform(20, 60)
     time.sleep(down)
@@ -59,13 +61,16 @@ def host_killed(d: Deployed, rnd: random.Random) -> str:
 
 
 def network_cut(d: Deployed, rnd: random.Random) -> str:
-    host = d.spark_step_host(wait_s=60) or rnd.choice(d.workers)
+    step = d.spark_step_host(wait_s=60)
+    host, during = (step[0], f" while it ran the Spark step of {step[1]}") if step \
+        else (rnd.choice(d.workers), "")
     host.cut()
     try:
         time.sleep(60)
     finally:
         host.mend()
-    return f"host {host.name}'s network cut for 60 s (from the brokers, the store, S3, Airflow)"
+    return (f"host {host.name}'s network cut for 60 s (from the brokers, the store, S3, "
+            f"Airflow){during}")
 
 
 def s3_restart(d: Deployed, rnd: random.Random) -> str:

@@ -126,7 +126,7 @@ class Soak:
                             if t.get("state") == "running"]
         return out
 
-    def spark_step_host(self, wait_s: float) -> Host | None:
+    def spark_step_host(self, wait_s: float) -> tuple[Host, str] | None:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             try:
@@ -138,7 +138,7 @@ class Soak:
                     host = next((w for w in self.workers if w.address == t.get("hostname")),
                                 None)
                     if host is not None:
-                        return host
+                        return host, f"{t['dag_id']} {t.get('dag_run_id') or t.get('run_id')}"
             time.sleep(3)
         return None
 

@@ -73,3 +73,55 @@ def test_the_checker_names_every_file_of_a_window_that_another_run_wrote(tmp_pat
     assert mixed_runs(tmp_path) == [f"reconcile.json: {other}", "steps/replay.json: None"]
     put("result.json", None)
     assert mixed_runs(tmp_path) == ["result.json: no run named"]
+
+
+class _Host:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.events: list[str] = []
+
+    def kill(self) -> None:
+        self.events.append("killed")
+
+    def cut(self) -> None:
+        self.events.append("cut")
+
+    def mend(self) -> None:
+        self.events.append("mended")
+
+
+class _Deployed:
+    """A deployment as far as the host faults reach into it: which host runs whose Spark step
+    (a fake: the real one asks Airflow's API, in `make soak-hosts`)."""
+
+    def __init__(self, step: tuple[_Host, str] | None) -> None:
+        self.workers = [_Host("w1"), _Host("w2")]
+        self.step = step
+        self.revived: list[str] = []
+
+    def spark_step_host(self, wait_s: float) -> tuple[_Host, str] | None:
+        return self.step
+
+    def revive_worker(self, host: _Host) -> None:
+        self.revived.append(host.name)
+
+
+def test_a_host_fault_names_the_run_whose_spark_step_it_struck(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.soak import host_faults
+
+    monkeypatch.setattr(host_faults.time, "sleep", lambda s: None)
+    w2 = _Host("w2")
+    d = _Deployed((w2, "recon__orders1 scheduled__2026-12-06T17:35:00+00:00"))
+    note = host_faults.host_killed(d, random.Random(1))  # type: ignore[arg-type]
+    assert w2.events == ["killed"] and d.revived == ["w2"]
+    assert "w2 killed whole while it ran the Spark step of recon__orders1 " \
+           "scheduled__2026-12-06T17:35:00+00:00" in note
+    note = host_faults.network_cut(d, random.Random(1))  # type: ignore[arg-type]
+    assert w2.events == ["killed", "cut", "mended"]
+    assert note.endswith("while it ran the Spark step of recon__orders1 "
+                         "scheduled__2026-12-06T17:35:00+00:00")
+    # no step ran: a host at random, and the note says no step ran
+    idle = _Deployed(None)
+    assert "no Spark step ran" in host_faults.host_killed(idle, random.Random(1))  # type: ignore[arg-type]
+    assert "Spark step" not in host_faults.network_cut(idle, random.Random(1))  # type: ignore[arg-type]
