@@ -46,12 +46,18 @@ class HostFault:
     act: Callable[[Deployed, random.Random], str]
 
 
-def host_killed(d: Deployed, rnd: random.Random) -> str:
-    step = d.spark_step_host(wait_s=300)
+def _target(d: Deployed, rnd: random.Random, wait_s: float) -> tuple[Host, str | None]:
+    """The host running a Spark step, with whose step it is; one at random when none ran
+    within `wait_s`."""
+    step = d.spark_step_host(wait_s=wait_s)
     if step is None:
-        host, during = rnd.choice(d.workers), "(no Spark step ran within 5 minutes)"
-    else:
-        host, during = step[0], f"while it ran the Spark step of {step[1]}"
+        return rnd.choice(d.workers), None
+    return step[0], f"while it ran the Spark step of {step[1]}"
+
+
+def host_killed(d: Deployed, rnd: random.Random) -> str:
+    host, during = _target(d, rnd, wait_s=300)
+    during = during or "(no Spark step ran within 5 minutes)"
     host.kill()
     down = rnd.uniform(20, 60)
     time.sleep(down)
@@ -61,16 +67,14 @@ def host_killed(d: Deployed, rnd: random.Random) -> str:
 
 
 def network_cut(d: Deployed, rnd: random.Random) -> str:
-    step = d.spark_step_host(wait_s=60)
-    host, during = (step[0], f" while it ran the Spark step of {step[1]}") if step \
-        else (rnd.choice(d.workers), "")
+    host, during = _target(d, rnd, wait_s=60)
     host.cut()
     try:
         time.sleep(60)
     finally:
         host.mend()
     return (f"host {host.name}'s network cut for 60 s (from the brokers, the store, S3, "
-            f"Airflow){during}")
+            f"Airflow){f' {during}' if during else ''}")
 
 
 def s3_restart(d: Deployed, rnd: random.Random) -> str:
