@@ -176,3 +176,20 @@ def test_a_fleet_the_machine_cannot_keep_up_with_says_so_first() -> None:
         "the machine fell behind the fleet: 83 of 300 windows had no verdict by the end, and "
         "the others' came a median 27 minutes after closing")
     assert "fell behind" not in report.fleet_cause(fleet(20, 50.0))
+
+
+def test_a_slope_not_met_names_the_steps_that_grew_beside_the_floors() -> None:
+    floor = [{"steps": [{"step": "topic r1", "rows": 10, "seconds": 2.0}]}]
+    floor5 = [{"steps": [{"step": "topic r1", "rows": 50, "seconds": 10.0}]}]
+    d = doc(size(10_000, d_kafka_recon=timed([9.0], replay=1.0, reconcile=2.0),
+                 h_spark_floor=reader(5)),
+            size(1_000_000, d_kafka_recon=timed([30.0], replay=8.0, reconcile=12.0),
+                 h_spark_floor={**reader(10), "timings": floor}),
+            size(5_000_000, d_kafka_recon=timed([70.0], replay=16.0, reconcile=40.0),
+                 h_spark_floor={**reader(20), "timings": floor5}))
+    got = {t[0]: t[1:] for t in report.targets(d)}
+    figure, met, cause = got["slope of d <= 1.2 x the floor h's slope"]
+    assert (figure, met) == ("4.00 x (10.00 vs 2.50 s/M)", False)
+    # fitted from 1M: the 10k window's steps are its fixed cost, not its cost per record
+    assert cause.startswith("d's steps, s per M: replay 2.00; reconcile 7.00")
+    assert cause.endswith("; the floor's: topic r1 2.00")
