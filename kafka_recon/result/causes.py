@@ -22,6 +22,7 @@ from typing import Literal
 
 from kafka_recon.result.model import Cause, Finding
 from kafka_recon.runfiles.aggregates import (
+    AfterGrace,
     CounterGap,
     DeadLetters,
     HopTally,
@@ -166,6 +167,11 @@ CAUSES: dict[str, Known] = {
     "sink_offsets_skipped": Known(
         "004", "Move a sink connector's offsets forward only for records loaded some other "
                "way; re-deliver the window's lost records (kafka-recon repair)."),
+    "arrived_after_grace": Known(
+        "004", "Raise the flow's grace (or the topic tier's own) above the producer's longest "
+               "delay, or find why it sent these records late (a backlog, a retry queue, a "
+               "job publishing after the fact); re-deliver the window's records to the sink "
+               "only if it is reconciled per window (kafka-recon repair)."),
     "unknown": Known("004", "Confirm the loss (re-run the window), find its hop in the "
                             "report, then check that hop's clients and the brokers' logs for "
                             "the window."),
@@ -774,9 +780,43 @@ def sink_offsets_moved(ev: Evidence, sink: str, kind: str) -> Cause | None:
                  [_connector_event_text(snap.name, e) for e in events])
 
 
+def _late_text(late: AfterGrace, lost: int) -> str:
+    return (f"{late.records} of the {lost} lost record(s) are in the topic, with Kafka "
+            f"timestamps {late.first} - {late.last}: after its grace closed at "
+            f"{late.closed_at}")
+
+
+def arrived_after_grace(late: AfterGrace, lost: int) -> Cause:
+    """A loss into a topic whose every record is in it, after its grace: sent late."""
+    delay = (parse_instant(late.last, "an arrival")
+             - parse_instant(late.closed_at, "a close")).total_seconds()
+    return cause("arrived_after_grace",
+                 f"the records were sent late: they reached the topic after its grace had "
+                 f"closed, the last {delay:.0f} s after; a window is closed when its grace "
+                 "ends, so they count as lost", "likely",
+                 [_late_text(late, lost),
+                  "the replay reads only the disorder margin past the close: a record that "
+                  "came later still is not seen"])
+
+
 def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | None:
     """The cause of one loss, duplicate or unexpected finding (None for other kinds). A loss
-    to retention is one whose `group` is the production group that never read the records."""
+    into a topic whose records are in it after its grace was sent late; when only some are,
+    that is said beside the cause of the rest."""
+    late = hop.missing_after_grace if hop is not None and finding.kind == "loss" \
+        and finding.group is None and finding.hop.split("->")[-1] == ev.topic else None
+    if late is not None and late.records >= finding.count:
+        return arrived_after_grace(late, finding.count)
+    found = _classify(finding, hop, ev)
+    if late is not None and late.records and found is not None:
+        found = found.model_copy(update={"evidence": [*found.evidence,
+                                                      _late_text(late, finding.count)]})
+    return found
+
+
+def _classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | None:
+    """`classify`, after grace aside. A loss to retention is one whose `group` is the
+    production group that never read the records."""
     kind, side = finding.kind, finding.side
     ends = finding.hop.split("->")
     out_of_topic = ends[0] == ev.topic

@@ -117,6 +117,16 @@ class CounterGap(Part):
     passed_on_uncounted: dict[str, int]
 
 
+class AfterGrace(Part):
+    """Records lost into a topic that did reach it, after its grace had closed: inside the
+    disorder margin the replay reads beyond the close (a record that came later still is not
+    seen). A window is closed when its grace ends, so they count as lost; this says why."""
+    records: int
+    closed_at: str                # when the topic's grace closed (the window's end + grace)
+    first: str                    # the earliest of their arrivals (Kafka timestamps)
+    last: str                     # the latest
+
+
 class DeadLetterError(Part):
     """Dead-lettered records of one error, from the dead-letter queue's context headers."""
     error: str | None             # the exception's class (null: no context headers)
@@ -162,6 +172,8 @@ class HopTally(Part):
     duplicate_runs: Runs | None = None
     duplicate_stamps: Stamps | None = None
     unexpected_runs: Runs | None = None   # into a topic: where records from nowhere sit
+    # into a topic: the lost records that reached it after its grace had closed
+    missing_after_grace: AfterGrace | None = None
     # into a topic: how many of them have ids between the upstream's lowest and highest (gaps
     # in its sequence, as a transaction rolled back after its rows were published leaves)
     unexpected_inside: int | None = None

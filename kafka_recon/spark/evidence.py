@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from pyspark.sql import Column, DataFrame
@@ -19,7 +19,7 @@ from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 
 from kafka_recon.config import KafkaTier, Point
-from kafka_recon.runfiles.aggregates import HopTally, Runs, Shape, Stamps
+from kafka_recon.runfiles.aggregates import AfterGrace, HopTally, Runs, Shape, Stamps
 from kafka_recon.spark.tally import reduce_union
 from kafka_recon.window import from_micros, iso_z, micros
 
@@ -359,6 +359,23 @@ def evidence_asks(hop: HopTally, a: Point, b: Point, found: dict[str, DataFrame]
         if hop.duplicate:
             asks["duplicate_runs"] = Ask("runs", "a", found["duplicate"])
     return asks
+
+
+def after_grace(missing: DataFrame, beyond: DataFrame, closed_at: datetime
+                ) -> AfterGrace | None:
+    """Of the ids lost into a topic, those the topic holds after its grace (`beyond`: its
+    identifiable records of the window that arrived at or after `closed_at`, inside the margin
+    the replay read): how many, and when the first and last arrived. One aggregate row reaches
+    the driver; None when none did arrive."""
+    arrived = beyond.groupBy("id").agg(F.min("kafka_ts").alias("arrived"))
+    row = (missing.select("id").distinct().join(arrived, "id")
+           .agg(F.count(F.lit(1)).alias("n"), F.unix_micros(F.min("arrived")).alias("first"),
+                F.unix_micros(F.max("arrived")).alias("last"))).first()
+    if row is None or not row["n"]:
+        return None
+    return AfterGrace(records=int(row["n"]), closed_at=iso_z(closed_at),
+                      first=iso_z(from_micros(row["first"])),
+                      last=iso_z(from_micros(row["last"])))
 
 
 def inside_upstream(unexpected: DataFrame, upstream: DataFrame) -> int | None:

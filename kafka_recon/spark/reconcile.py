@@ -20,6 +20,7 @@ Only per-bucket counts and the largest runs reach the driver; the step returns t
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -45,6 +46,7 @@ from kafka_recon.sources.table import TableRead
 from kafka_recon.sources.topic import PartitionRange, retention_cut
 from kafka_recon.spark.compare import compare, ids_of, late, marks, missing
 from kafka_recon.spark.evidence import (
+    after_grace,
     evidence_asks,
     inside_upstream,
     needs_sort,
@@ -103,6 +105,9 @@ class IdTiers:
     cached: list[DataFrame] = field(default_factory=list)  # unpersisted when the step ends
     tables: dict[int, TableRead] = field(default_factory=dict)  # a table slot: as read
     dead: dict[int, DeadQueue] = field(default_factory=dict)  # a point: its sink's queue
+    # a topic slot: its identifiable records of the window that arrived after its grace had
+    # closed (inside the margin read), and that close: where records lost into it were sent late
+    beyond: dict[int, tuple[DataFrame, datetime]] = field(default_factory=dict)
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.cached.append(df.cache())
@@ -178,6 +183,10 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 raw = topic_records[tier.name] if topic_records is not None \
                     else spark.read.parquet(_kept_records(replays.of(tier.name)))
                 closes_at = replace(window, grace=flow.grace_of(tier)).closes_at
+                ids.beyond[ids.slot[i]] = (raw.where(
+                    identifiable(raw) & (F.col("kafka_ts") >= F.lit(closes_at))
+                    & (F.col("event_time") >= F.lit(window.start))
+                    & (F.col("event_time") < F.lit(window.end))), closes_at)
                 raw = raw.where(counted(window.start, window.end, closes_at)
                                 | (~identifiable(raw) & arrived(window.start, closes_at)))
                 ids.topics[ids.slot[i]] = tier
@@ -340,6 +349,10 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
             hops.append(counted_hop(flow, a, b, tiers[i], tiers[i + 1]))
             continue
         hop, found = exact_hop(flow, folder, ids, counts, i, files)
+        if hop.missing and ids.slot[i + 1] in ids.beyond:
+            # into a topic: were the lost records sent after its grace? (a job, only then)
+            beyond, closed_at = ids.beyond[ids.slot[i + 1]]
+            hop.missing_after_grace = after_grace(found["missing"], beyond, closed_at)
         if hop.unexpected and isinstance(b.tier, KafkaTier) and not isinstance(a.tier,
                                                                                 KafkaTier):
             hop.unexpected_inside = inside_upstream(found["unexpected"],

@@ -126,6 +126,52 @@ def test_records_arriving_inside_grace_are_late_not_lost(scn: Scenario, spark: A
     assert by_kind == {"late": set(late), "loss": set(too_late)}
 
 
+def test_records_sent_after_grace_are_lost_and_their_cause_says_they_came_late(
+        scn: Scenario, spark: Any) -> None:
+    from datetime import timedelta
+
+    # made in the window's last minutes, sent 12 and 13 minutes after its end: past the 10m
+    # grace, inside the 5m disorder margin the replay reads beyond it; the consumer then wrote
+    # them to the sink, as it does any record
+    late = {3001: END - timedelta(minutes=3), 3002: END - timedelta(minutes=1)}
+    scn.upstream({**ROWS, **late})
+    scn.produce(rows())
+    scn.produce([(3001, late[3001])], arrival=END + timedelta(minutes=12))
+    scn.produce([(3002, late[3002])], arrival=END + timedelta(minutes=13))
+    scn.sink(rows() + list(late.items()))
+    r = scn.reconcile(spark)
+    # lost by the window's rule, on the write side only: the sink's copies are no surprise
+    assert findings(r) == [("loss", "write", "db->topic", 2)]
+    lost = loss(r)[0]
+    assert scn.ids(lost["ids"]) == set(late)
+    why = lost["cause"]
+    assert (why["code"], why["confidence"]) == ("arrived_after_grace", "likely")
+    closed = (END + timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert why["evidence"][0] == (
+        "2 of the 2 lost record(s) are in the topic, with Kafka timestamps "
+        f"{(END + timedelta(minutes=12)).strftime('%Y-%m-%dT%H:%M:%SZ')} - "
+        f"{(END + timedelta(minutes=13)).strftime('%Y-%m-%dT%H:%M:%SZ')}: after its grace "
+        f"closed at {closed}")
+    assert "the last 180 s after" in why["summary"]
+
+
+def test_a_loss_partly_sent_late_keeps_its_other_cause_and_says_which_came_late(
+        scn: Scenario, spark: Any) -> None:
+    from datetime import timedelta
+
+    never = {5, 6}  # never sent
+    late = {3001: END - timedelta(minutes=3)}
+    scn.upstream({**ROWS, **late})
+    scn.produce(rows(never))
+    scn.produce(list(late.items()), arrival=END + timedelta(minutes=12))
+    scn.sink(rows(never) + list(late.items()))
+    r = scn.reconcile(spark)
+    assert findings(r) == [("loss", "write", "db->topic", 3)]
+    why = loss(r)[0]["cause"]
+    assert why["code"] != "arrived_after_grace"
+    assert why["evidence"][-1].startswith("1 of the 3 lost record(s) are in the topic")
+
+
 def test_retention_that_deleted_part_of_the_window_is_inconclusive(
         kafka: KafkaCluster, tmp_path: Path, spark: Any) -> None:
     scn = Scenario(tmp_path, kafka.bootstrap, partitions=1, groups=["loader"])

@@ -288,6 +288,32 @@ def test_isolated_single_records_on_a_quiet_cluster_were_rejected() -> None:
     assert any("did not cover" in e for e in blind["evidence"])
 
 
+LATE = {"records": 3, "closed_at": "2026-11-21T00:10:00Z", "first": "2026-11-21T00:11:00Z",
+        "last": "2026-11-21T00:12:30Z"}
+
+
+def test_single_records_lost_into_a_topic_that_holds_them_after_grace_were_sent_late() -> None:
+    # without the topic's records past the close, three singles on a quiet cluster read as
+    # records the producer refused: the wrong cause for records that did arrive, late
+    hop = {"missing_shape": shape(1, 1, 1), "missing_after_grace": LATE}
+    c = classify(loss(hop=f"orders_db->{TOPIC}", side="write", count=3), hop,
+                 ev(flight={**COVERED, "events": []}))
+    assert c is not None and (c["code"], c["confidence"]) == ("arrived_after_grace", "likely")
+    assert "the last 150 s after" in c["summary"]
+    assert c["evidence"][0] == ("3 of the 3 lost record(s) are in the topic, with Kafka "
+                                "timestamps 2026-11-21T00:11:00Z - 2026-11-21T00:12:30Z: after "
+                                "its grace closed at 2026-11-21T00:10:00Z")
+    assert "grace" in c["fix"]
+
+
+def test_a_loss_only_partly_sent_late_keeps_the_rest_s_cause_and_says_so() -> None:
+    hop = {"missing_shape": shape(1, 1, 1), "missing_after_grace": {**LATE, "records": 1}}
+    c = classify(loss(hop=f"orders_db->{TOPIC}", side="write", count=3), hop,
+                 ev(flight={**COVERED, "events": []}))
+    assert c is not None and c["code"] == "record_rejected"
+    assert c["evidence"][-1].startswith("1 of the 3 lost record(s) are in the topic")
+
+
 def test_lost_batches_on_a_quiet_cluster_have_no_known_cause() -> None:
     c = write_loss(shape(200, 1), [])
     assert (c["code"], c["confidence"]) == ("unknown", "unknown")
