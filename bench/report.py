@@ -377,6 +377,17 @@ def floor_slopes(doc: dict[str, Any]) -> list[str]:
             f"{sum(x[1] for x in rows.values()):.2f} |"]
 
 
+def repeats_text(doc: dict[str, Any]) -> str:
+    """How many measured runs each size's medians rest on (the larger sizes, which fit the
+    slope, are often run once), read off d's runs."""
+    per = [(s["records"], len(s["results"]["d_kafka_recon"].get("runs_s") or []))
+           for s in doc["sizes"] if "d_kafka_recon" in s["results"]]
+    if not per or len({n for _, n in per}) == 1:
+        return f"{per[0][1] if per else doc['repeats']} run(s) per reader at each size"
+    return "measured runs per reader: " + ", ".join(
+        f"{n / MILLION:g}M {k}" for n, k in per)
+
+
 def render(doc: dict[str, Any], fleets: dict[int, dict[str, Any]] | None = None
            ) -> list[str]:
     """The measured part of the page: the targets and the few tables a reader needs; the
@@ -389,7 +400,7 @@ def render(doc: dict[str, Any], fleets: dict[int, dict[str, Any]] | None = None
            "across runs. Every run's detail (each reader's runs, peak memory, its steps) is "
            "in `bench/results.json` and `bench/fleet*.json`.", "",
            f"{m['cores']} cores, {m['memory_gb']} GiB, Python {m['python']}, {m['when']}; "
-           f"masters {', '.join(doc['masters'])}; {doc['repeats']} repeat(s) per reader; the "
+           f"masters {', '.join(doc['masters'])}; {repeats_text(doc)}; the "
            f"flow replays the topic {doc.get('replays', 2)} times.", "",
            "## Targets", "", "| target | figure | met | where the time went (when not met) |",
            "|---|---|---|---|"]

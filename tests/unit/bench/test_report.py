@@ -193,3 +193,11 @@ def test_a_slope_not_met_names_the_steps_that_grew_beside_the_floors() -> None:
     # fitted from 1M: the 10k window's steps are its fixed cost, not its cost per record
     assert cause.startswith("d's steps, s per M: replay 2.00; reconcile 7.00")
     assert cause.endswith("; the floor's: topic r1 2.00")
+
+
+def test_the_page_says_how_many_runs_each_sizes_medians_rest_on() -> None:
+    uneven = doc(size(10_000, d_kafka_recon=timed([9.0, 8.0, 8.5])),
+                 size(1_000_000, d_kafka_recon=timed([30.0])))
+    assert "measured runs per reader: 0.01M 3, 1M 1" in report.render(uneven)[4]
+    even = doc(size(10_000, d_kafka_recon=timed([9.0, 8.0])))
+    assert "2 run(s) per reader at each size" in report.render(even)[4]
