@@ -361,21 +361,27 @@ def evidence_asks(hop: HopTally, a: Point, b: Point, found: dict[str, DataFrame]
     return asks
 
 
-def after_grace(missing: DataFrame, beyond: DataFrame, closed_at: datetime
-                ) -> AfterGrace | None:
+def after_grace(missing: DataFrame, beyond: DataFrame) -> DataFrame:
     """Of the ids lost into a topic, those the topic holds after its grace (`beyond`: its
-    identifiable records of the window that arrived at or after `closed_at`, inside the margin
-    the replay read): how many, and when the first and last arrived. One aggregate row reaches
-    the driver; None when none did arrive."""
-    arrived = beyond.groupBy("id").agg(F.min("kafka_ts").alias("arrived"))
-    row = (missing.select("id").distinct().join(arrived, "id")
-           .agg(F.count(F.lit(1)).alias("n"), F.unix_micros(F.min("arrived")).alias("first"),
-                F.unix_micros(F.max("arrived")).alias("last"))).first()
-    if row is None or not row["n"]:
+    identifiable records of the window that arrived after the close, inside the margin the
+    replay read), each with its first arrival, in `upstream_runs`' columns: an id is a run of
+    its own (first_id = last_id, one record, first_time = last_time = its arrival). So
+    `summaries` reads them in the one evidence job: its runs are the ids, its first and last
+    time the first and last arrival (`late_arrivals`)."""
+    arrived = beyond.groupBy("id").agg(F.min("kafka_ts").alias("at"))
+    return (missing.select("id").distinct().join(arrived, "id")
+            .select(F.col("id").alias("first_id"), F.col("id").alias("last_id"),
+                    F.lit(1).cast("long").alias("records"), F.col("at").alias("first_time"),
+                    F.col("at").alias("last_time")))
+
+
+def late_arrivals(shape: Shape, closed_at: datetime) -> AfterGrace | None:
+    """`summaries`' account of an `after_grace` table, as reconcile.json keeps it; None when
+    no lost record arrived after the close."""
+    if not shape.records or shape.first_time is None or shape.last_time is None:
         return None
-    return AfterGrace(records=int(row["n"]), closed_at=iso_z(closed_at),
-                      first=iso_z(from_micros(row["first"])),
-                      last=iso_z(from_micros(row["last"])))
+    return AfterGrace(records=shape.records, closed_at=iso_z(closed_at),
+                      first=shape.first_time, last=shape.last_time)
 
 
 def inside_upstream(unexpected: DataFrame, upstream: DataFrame) -> int | None:

@@ -36,6 +36,7 @@ from kafka_recon.runfiles.aggregates import (
     HopTally,
     PartitionSpan,
     RetentionSplit,
+    Shape,
     TierTally,
 )
 from kafka_recon.runfiles.connectors import Connectors
@@ -49,6 +50,7 @@ from kafka_recon.spark.evidence import (
     after_grace,
     evidence_asks,
     inside_upstream,
+    late_arrivals,
     needs_sort,
     rank_topic,
     read_off_topic,
@@ -342,6 +344,7 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
     points = flow.points
     hops: list[HopTally] = []
     shapes: dict[tuple[int, str], DataFrame] = {}
+    closes: dict[int, datetime] = {}  # a hop into a topic: when the topic's grace closed
     # by topic slot: what every hop asks of its records, read off them in one pass
     of_topic: dict[int, dict[tuple[int, str], tuple[str, DataFrame]]] = {}
     for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
@@ -350,9 +353,10 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
             continue
         hop, found = exact_hop(flow, folder, ids, counts, i, files)
         if hop.missing and ids.slot[i + 1] in ids.beyond:
-            # into a topic: were the lost records sent after its grace? (a job, only then)
-            beyond, closed_at = ids.beyond[ids.slot[i + 1]]
-            hop.missing_after_grace = after_grace(found["missing"], beyond, closed_at)
+            # into a topic: were the lost records sent after its grace? (read in the one
+            # evidence job, beside the other tables)
+            beyond, closes[i] = ids.beyond[ids.slot[i + 1]]
+            shapes[(i, "missing_after_grace")] = after_grace(found["missing"], beyond)
         if hop.unexpected and isinstance(b.tier, KafkaTier) and not isinstance(a.tier,
                                                                                 KafkaTier):
             hop.unexpected_inside = inside_upstream(found["unexpected"],
@@ -368,7 +372,11 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
                 of_topic.setdefault(k, {})[(i, key)] = (ask.kind, ask.marked)
     for (at, key), summary in summaries(shapes, [read_off_topic(ranked(k), asks)
                                                  for k, asks in of_topic.items()]).items():
-        setattr(hops[at], key, summary)
+        if key == "missing_after_grace":
+            assert isinstance(summary, Shape)
+            hops[at].missing_after_grace = late_arrivals(summary, closes[at])
+        else:
+            setattr(hops[at], key, summary)
     return hops
 
 
