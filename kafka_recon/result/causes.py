@@ -170,8 +170,8 @@ CAUSES: dict[str, Known] = {
     "arrived_after_grace": Known(
         "004", "Raise the flow's grace (or the topic tier's own) above the producer's longest "
                "delay, or find why it sent these records late (a backlog, a retry queue, a "
-               "job publishing after the fact); re-deliver the window's records to the sink "
-               "only if it is reconciled per window (kafka-recon repair)."),
+               "job publishing after the fact). They are in the topic, so its consumers read "
+               "them: look for them in the sink before re-delivering any."),
     "unknown": Known("004", "Confirm the loss (re-run the window), find its hop in the "
                             "report, then check that hop's clients and the brokers' logs for "
                             "the window."),
