@@ -115,7 +115,7 @@ wheel: reader
 	$(PY) -m build --wheel --outdir dist .
 	rm -rf kafka_recon.egg-info
 
-# the loss drill: all 22 scenarios on a real three-broker cluster, a Flume agent, Spark
+# the loss drill: all 23 scenarios on a real three-broker cluster, a Flume agent, Spark
 # streaming writers and a MariaDB upstream;
 # writes docs/drill.md and docs/drill.json. DRILL_ARGS="--scenario S2 S5" for a subset, whose
 # matrix goes to drill-out/ (a partial run never replaces the published one)

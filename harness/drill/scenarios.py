@@ -425,6 +425,28 @@ def s13(ctx: Ctx) -> None:
     ctx.drain(c)
 
 
+def s23(ctx: Ctx) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from harness.drill.runner import _exec
+    from harness.drill.truth import sql_time
+
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=12)
+    last = _upstream(ctx)[-1][0]
+    late = list(range(last - 19, last + 1))
+    _exec(ctx.upstream, "UPDATE src SET ts = ? WHERE id >= ?",
+          [(sql_time(end - timedelta(seconds=1)), late[0])])
+    ctx.window_end, ctx.grace_s = end, 20
+    # held until 8 s after the grace: inside the flow's 5-minute disorder margin, which the
+    # replay reads past the close
+    p = ctx.producer(hold={"ids": late, "until": (end + timedelta(seconds=28)).timestamp()})
+    c = ctx.consumer()
+    assert p.wait() == 0
+    ctx.note(f"{len(late)} records created a second before the window end, sent 28 s after it "
+             f"(grace 20 s); the consumer then wrote them to the sink")
+    ctx.drain(c)
+
+
 def s14(ctx: Ctx) -> None:
     from harness.drill.runner import _exec
 
@@ -770,4 +792,6 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              "one batch rolled back after it was sent", "004",
              [("unexpected", "write", "db->topic")], s22, partitions=2, rows=0,
              upstream="mariadb", causes=("published_then_rolled_back",)),
+    Scenario("S23", "records created near the window end, sent after its grace", "004",
+             [("loss", "write", "db->topic")], s23, causes=("arrived_after_grace",)),
 ]}
