@@ -65,7 +65,7 @@ from kafka_recon.spark.read import (
     read_table_tier,
     window_records,
 )
-from kafka_recon.spark.replay import arrived, counted
+from kafka_recon.spark.replay import arrived, counted, past_grace
 from kafka_recon.spark.session import cache_records, release
 from kafka_recon.spark.tally import (
     bucket_counts,
@@ -185,10 +185,8 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 raw = topic_records[tier.name] if topic_records is not None \
                     else spark.read.parquet(_kept_records(replays.of(tier.name)))
                 closes_at = replace(window, grace=flow.grace_of(tier)).closes_at
-                ids.beyond[ids.slot[i]] = (raw.where(
-                    identifiable(raw) & (F.col("kafka_ts") >= F.lit(closes_at))
-                    & (F.col("event_time") >= F.lit(window.start))
-                    & (F.col("event_time") < F.lit(window.end))), closes_at)
+                ids.beyond[ids.slot[i]] = (
+                    raw.where(past_grace(window.start, window.end, closes_at)), closes_at)
                 raw = raw.where(counted(window.start, window.end, closes_at)
                                 | (~identifiable(raw) & arrived(window.start, closes_at)))
                 ids.topics[ids.slot[i]] = tier
