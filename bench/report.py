@@ -103,12 +103,7 @@ def slope_cause(doc: dict[str, Any]) -> str:
     """The slope's measured cause: d's steps per million records beside the floor's reading
     of the same inputs and its one grouping by id."""
     d = step_slopes(doc, "d_kafka_recon")
-    floor: dict[str, list[tuple[float, float]]] = {}
-    for size in slope_sizes(doc):
-        for name, (_, secs) in floor_steps(size).items():
-            floor.setdefault(name, []).append((size["records"] / MILLION,
-                                               statistics.median(secs)))
-    h = {k: fit(v)[0] for k, v in floor.items() if len(v) >= 2}
+    h = {k: slope for k, (slope, _) in floor_fits(slope_sizes(doc)).items()}
     if not d:
         return "d's runs have no timings to split its slope by step"
     words = "; ".join(f"{'Python start and exit' if k == 'rest' else k.replace('_', ' ')} "
@@ -360,15 +355,21 @@ def floor_steps(size: dict[str, Any]) -> dict[str, tuple[int, list[float]]]:
     return steps
 
 
-def floor_slopes(doc: dict[str, Any]) -> list[str]:
-    """Each of the floor's steps (h) as a line through its medians: which input, and the
-    grouping, cost what per million records of the topic."""
+def floor_fits(sizes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Each of the floor's steps (h) fitted through its medians at these sizes: (slope s per
+    million, intercept s), where it ran at two of them at least."""
     per: dict[str, list[tuple[float, float]]] = {}
-    for size in doc["sizes"]:
+    for size in sizes:
         for name, (_, secs) in floor_steps(size).items():
             per.setdefault(name, []).append((size["records"] / MILLION,
                                              statistics.median(secs)))
-    rows = {k: fit(v) for k, v in per.items() if len(v) >= 2}
+    return {k: fit(v) for k, v in per.items() if len(v) >= 2}
+
+
+def floor_slopes(doc: dict[str, Any]) -> list[str]:
+    """Each of the floor's steps (h) as a line through its medians: which input, and the
+    grouping, cost what per million records of the topic."""
+    rows = floor_fits(doc["sizes"])
     if not rows:
         return []
     return ["| the floor's step | slope s per M | intercept s |", "|---|---|---|",
