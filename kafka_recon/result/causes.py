@@ -792,8 +792,8 @@ def arrived_after_grace(late: AfterGrace, lost: int) -> Cause:
              - parse_instant(late.closed_at, "a close")).total_seconds()
     return cause("arrived_after_grace",
                  f"the records were sent late: they reached the topic after its grace had "
-                 f"closed, the last {delay:.0f} s after; a window is closed when its grace "
-                 "ends, so they count as lost", "likely",
+                 f"closed (the last {delay:.0f} s after the close); a window is closed when "
+                 "its grace ends, so they count as lost", "likely",
                  [_late_text(late, lost),
                   "the replay reads only the disorder margin past the close: a record that "
                   "came later still is not seen"])
