@@ -199,15 +199,16 @@ def test_the_daily_dag_on_two_celery_hosts_holds_its_window_survives_a_dead_host
     h.airflow.unpause(DAILY)  # the live scheduler makes the latest closed day's run
     daily = _daily_run(h)
 
-    # the daily run's staging tasks run side by side, so on both hosts: each host runs one task
-    # at a time, and nothing else is queued then
+    # the daily run's tasks run one after another (staging is one task since f0790c8), so which
+    # host takes each is Celery's choice: each ran on a lab host, and which hosts served is
+    # checked once one of them has died (the survivor must take the re-run)
     def running() -> dict[str, Any] | None:
         t = _state(h, DAILY, daily, "replay_reconcile")
         return t if t.get("state") == "running" else None
 
     _until("the daily run's Spark step running", running)
     where = {t["task_id"]: t["hostname"] for t in _tasks(h, DAILY, daily) if t["hostname"]}
-    assert set(where.values()) == {w.address for w in h.workers}, where
+    assert set(where.values()) <= {w.address for w in h.workers}, where
 
     # the ad-hoc run of the same window, triggered while the daily run holds it (triggered at
     # once, it may run start to end before the scheduler has begun the daily run: both then
@@ -248,6 +249,8 @@ def test_the_daily_dag_on_two_celery_hosts_holds_its_window_survives_a_dead_host
     assert (tasks["report"]["state"], tasks["report"]["try_number"]) == ("failed", 1), \
         _failures(h, again)
     assert tasks["replay_reconcile"]["hostname"] == alive.address
+    served = set(where.values()) | {t["hostname"] for t in tasks.values() if t["hostname"]}
+    assert served == {w.address for w in h.workers}, served
     # the window's findings turn the run red at its end, by design
     verdict = _log(h, ADHOC, rerun["dag_run_id"], "verdict")
     assert "FINDINGS - 2 record(s) lost on the consume side (topic->sink)" in verdict, verdict
