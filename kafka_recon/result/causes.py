@@ -781,9 +781,10 @@ def sink_offsets_moved(ev: Evidence, sink: str, kind: str) -> Cause | None:
 
 
 def _late_text(late: AfterGrace, lost: int) -> str:
+    when = f"timestamps {late.first} - {late.last}" if late.first != late.last \
+        else f"timestamp {late.first}"
     return (f"{late.records} of the {lost} lost record(s) are in the topic, with Kafka "
-            f"timestamps {late.first} - {late.last}: after its grace closed at "
-            f"{late.closed_at}")
+            f"{when}: after its grace closed at {late.closed_at}")
 
 
 def arrived_after_grace(late: AfterGrace, lost: int) -> Cause:

@@ -314,6 +314,15 @@ def test_a_loss_only_partly_sent_late_keeps_the_rest_s_cause_and_says_so() -> No
     assert c["evidence"][-1].startswith("1 of the 3 lost record(s) are in the topic")
 
 
+def test_late_records_that_arrived_within_one_instant_give_their_time_once() -> None:
+    one = {**LATE, "records": 2, "first": LATE["last"]}
+    hop = {"missing_shape": shape(2), "missing_after_grace": one}
+    c = classify(loss(hop=f"orders_db->{TOPIC}", side="write", count=2), hop,
+                 ev(flight={**COVERED, "events": []}))
+    assert c is not None and c["code"] == "arrived_after_grace"
+    assert "with Kafka timestamp 2026-11-21T00:12:30Z: after" in c["evidence"][0], c["evidence"]
+
+
 def test_lost_batches_on_a_quiet_cluster_have_no_known_cause() -> None:
     c = write_loss(shape(200, 1), [])
     assert (c["code"], c["confidence"]) == ("unknown", "unknown")
