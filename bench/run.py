@@ -433,6 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.before:
         only.add("g")
     labels = a.masters.split(",")
+    if labels[0] in ("connect", "standalone"):
+        p.error(f"--masters {a.masters}: the first master runs the server or the cluster's "
+                "driver, so it must be a Spark master URL such as local[2] "
+                "(for example --masters local[2],connect)")
     with contextlib.ExitStack() as stack:
         urls, servers = {}, {}
         for label in labels:

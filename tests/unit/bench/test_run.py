@@ -24,3 +24,12 @@ def test_a_processs_anonymous_memory_is_part_of_its_resident_memory() -> None:
 
 def test_a_process_that_is_gone_reads_as_nothing() -> None:
     assert run._rss_kb(2 ** 22 + 1) == ("", 0, 0)
+
+
+def test_a_server_named_first_among_the_masters_is_refused_at_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # it was started with "connect" as its own master and failed two minutes later, in the
+    # server's log
+    with pytest.raises(SystemExit):
+        run.main(["--masters", "connect", "--records", "10"])
+    assert "--masters connect: the first master" in capsys.readouterr().err
