@@ -101,7 +101,7 @@ def train(spark: SparkSession, work: Path) -> None:
     tiers = [rd.window_records(df, start, end, 60) for df in (upstream, topic)]
     tl.tallied(tl.reduce_union([
         tl.record_marks(topic, 1, start, end, 60, "kafka_ts", True),
-        tl.record_marks(upstream, 0, start, end, 60, "event_time", False)]))
+        tl.record_marks(upstream, 0, start, end, 60, "event_time", False)]), records=True)
     compared = cp.compare(tiers).cache()
     marked = cp.marks(compared, 2, [(0, 1, [0])])
     tl.tallied(marked)

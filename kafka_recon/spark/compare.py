@@ -9,6 +9,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kafka_recon.spark.session import names
+
 
 # ------------------------------------------------------------------ the one comparison
 def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
@@ -48,7 +50,7 @@ def compare(records: list[DataFrame], collapse: frozenset[int] = frozenset(),
         if i in dropping:
             aggs.append(F.count(F.when((F.col("tier") == i) & F.col("dropped"), 1))
                         .alias(f"d{i}"))
-    return tagged.repartition("id").groupBy("id").agg(*aggs)
+    return tagged.repartition("id").groupBy(*names("id")).agg(*aggs)
 
 
 def marks(compared: DataFrame, tiers: int, hops: list[tuple[int, int, list[int]]],

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from kafka_recon.config import KafkaTier, Point
 from kafka_recon.runfiles.aggregates import AfterGrace, HopTally, Runs, Shape, Stamps
+from kafka_recon.spark.session import names
 from kafka_recon.spark.tally import reduce_union
 from kafka_recon.window import from_micros, iso_z, micros
 
@@ -61,17 +62,28 @@ def _fills(span: dict[str, int]) -> bool:
     return span["records"] == span["last_offset"] - span["first_offset"] + 1
 
 
-def runs_of(marked: DataFrame, ranked: DataFrame) -> DataFrame:
+@dataclass(frozen=True)
+class Table:
+    """An evidence table and its kind ("runs", "upstream", "copies"), which says its columns
+    (`KIND_COLUMNS`): said by what builds it, never asked of the frame (asking is a round trip
+    to a Spark Connect server)."""
+
+    kind: str
+    frame: DataFrame
+
+
+def runs_of(marked: DataFrame, ranked: DataFrame) -> Table:
     """Where in the topic the marked ids sit, as runs: (partition, first_offset, last_offset,
     records, first_ts, last_ts), a run being consecutive window records of one partition
     (`ranked`: `rank_topic`'s). An id at several offsets (a topic duplicate) marks each.
     """
-    return _runs(ranked.join(marked.select("id").distinct(), "id", "left_semi"))
+    return Table("runs", _runs(ranked.join(marked.select("id").distinct(), "id", "left_semi")))
 
 
 def _runs(hit: DataFrame, *by: str) -> DataFrame:
     """`runs_of` over the topic's records already matched (`hit`), per `by` and partition."""
-    return (_islands(hit, *by).groupBy(*by, "partition", "island").agg(*_run_columns())
+    return (_islands(hit, *by).groupBy(*names(*by, "partition", "island"))
+            .agg(*_run_columns())
             .drop("island"))
 
 
@@ -115,7 +127,7 @@ def upstream_slice(records: int, span: timedelta) -> int:
 
 
 def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False,
-                  slice_us: int = MINUTE_US) -> DataFrame:
+                  slice_us: int = MINUTE_US) -> Table:
     """Where the marked ids sit among an upstream tier's records in the order they were made
     (event time, then id), as runs: (first_id, last_id, records, first_time, last_time), a run
     being consecutive records all marked. Lost batches make long runs; records rejected one
@@ -127,7 +139,7 @@ def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False,
     it is."""
     hit = marked.select("id").distinct()
     firsts = records.select("id", "event_time") if unique else \
-        records.groupBy("id").agg(F.min("event_time").alias("event_time"))
+        records.groupBy(*names("id")).agg(F.min("event_time").alias("event_time"))
     # a record's rank in two levels, so that no single task sorts the whole window: the
     # records of the time slices before its own (a row per slice), plus its place within its
     # slice. Only the slices holding a marked record are sorted: the others' ranks are never
@@ -135,7 +147,7 @@ def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False,
     # a second ranks the records of those
     firsts = firsts.withColumn("slice", F.floor(F.unix_micros("event_time") / F.lit(slice_us)))
     per_slice = (firsts.join(hit.withColumn("marked", F.lit(True)), "id", "left")
-                 .groupBy("slice").agg(F.count(F.lit(1)).alias("n"),
+                 .groupBy(*names("slice")).agg(F.count(F.lit(1)).alias("n"),
                                        F.max(F.col("marked").isNotNull()).alias("marked")))
     before = per_slice.select("slice", "marked", F.coalesce(F.sum("n").over(
         W.orderBy("slice").rowsBetween(W.unboundedPreceding, -1)), F.lit(0)).alias("before")
@@ -145,20 +157,22 @@ def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False,
             W.partitionBy("slice").orderBy("event_time", "id"))).alias("rank"))
     hit_ranked = ranked.join(hit, "id", "left_semi")
     island = F.col("rank") - F.row_number().over(W.orderBy("rank"))
-    return (hit_ranked.withColumn("island", island).groupBy("island")
-            .agg(F.min_by("id", "rank").alias("first_id"), F.max_by("id", "rank").alias("last_id"),
-                 F.count(F.lit(1)).alias("records"), F.min("event_time").alias("first_time"),
-                 F.max("event_time").alias("last_time"))
-            .drop("island"))
+    return Table("upstream", hit_ranked.withColumn("island", island).groupBy(*names("island"))
+                 .agg(F.min_by("id", "rank").alias("first_id"),
+                      F.max_by("id", "rank").alias("last_id"),
+                      F.count(F.lit(1)).alias("records"),
+                      F.min("event_time").alias("first_time"),
+                      F.max("event_time").alias("last_time"))
+                 .drop("island"))
 
 
-def copies_of(dup: DataFrame, topic_records: DataFrame) -> DataFrame:
+def copies_of(dup: DataFrame, topic_records: DataFrame) -> Table:
     """Per id the topic holds more than once: whether every copy has one Kafka timestamp
     (`same`: the producer sent the very same record again, as a client retry keeps the
     original's CreateTime) and whether a copy carries its event time as its timestamp
     (`stamped`: a producer that stamps records itself, when equal timestamps prove nothing)."""
-    return (topic_records.join(dup.select("id").distinct(), "id", "left_semi")
-            .groupBy("id").agg(*_copies_columns()))
+    return Table("copies", topic_records.join(dup.select("id").distinct(), "id", "left_semi")
+                 .groupBy(*names("id")).agg(*_copies_columns()))
 
 
 @dataclass(frozen=True)
@@ -194,20 +208,22 @@ def read_off_topic(ranked: DataFrame, asks: dict[K, tuple[str, DataFrame]]) -> T
     hit = ranked.join(tagged, "id")
     tables: list[tuple[K | None, str]] = [(None, "runs")] * n
     if not any(kind == "copies" for kind, _ in place.values()):
-        frame = _shaped(_runs(hit, "of"), F.col("of"))
+        frame = _shaped(_runs(hit, "of"), F.col("of"), "runs")
     else:
         # both kinds in one aggregation (grouping sets): two aggregations of one match would
         # each scan the topic
         tables += [(None, "copies")] * n
         rows = _islands(hit, "of").groupingSets(
-            [("of", "partition", "island"), ("of", "id")], "of", "partition", "island", "id"
+            [names("of", "partition", "island"), names("of", "id")],
+            *names("of", "partition", "island", "id")
         ).agg(*_run_columns(), *_copies_columns(), F.grouping("id").alias("is_run"))
         run = F.col("is_run") == 1
         frame = _shaped(rows.select(
             *[F.when(run, F.col(c)).alias(c) for c in
               ("partition", "first_offset", "last_offset", "records", "first_ts", "last_ts")],
             *[F.when(~run, F.col(c)).alias(c) for c in ("id", "same", "stamped")],
-            F.when(run, F.col("of")).otherwise(F.col("of") + n).alias("of")), F.col("of"))
+            F.when(run, F.col("of")).otherwise(F.col("of") + n).alias("of")), F.col("of"),
+            "runs", "copies")
     for key, (kind, tag) in place.items():
         tables[tag + (n if kind == "copies" else 0)] = (key, kind)
     return Tagged(frame, tables)
@@ -216,7 +232,7 @@ def read_off_topic(ranked: DataFrame, asks: dict[K, tuple[str, DataFrame]]) -> T
 MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-level answer
 
 
-def summary(table: DataFrame) -> Evidence:
+def summary(table: Table) -> Evidence:
     """`summaries` of one evidence table."""
     return summaries({"table": table})["table"]
 
@@ -230,26 +246,30 @@ EVIDENCE_COLUMNS = {
     "stamped": "long"}
 
 
-def _kind(table: DataFrame) -> str:
-    """An evidence table's kind, told by its columns."""
-    return "copies" if "same" in table.columns else \
-        "upstream" if "first_id" in table.columns else "runs"
+# the columns of each kind of table, of EVIDENCE_COLUMNS
+KIND_COLUMNS = {
+    "runs": ("partition", "first_offset", "last_offset", "records", "first_ts", "last_ts"),
+    "upstream": ("first_id", "last_id", "records", "first_time", "last_time"),
+    "copies": ("same", "stamped")}
 
 
-def _shaped(table: DataFrame, of: Column) -> DataFrame:
-    """An evidence table's rows in every table's columns (`EVIDENCE_COLUMNS`), tagged `of`."""
-    return table.select(*[(F.col(c) if c in table.columns else F.lit(None)).cast(t).alias(c)
+def _shaped(table: DataFrame, of: Column, *kinds: str) -> DataFrame:
+    """The rows of a table of `kinds` in every table's columns (`EVIDENCE_COLUMNS`), tagged
+    `of`."""
+    has = {c for k in kinds for c in KIND_COLUMNS[k]}
+    return table.select(*[(F.col(c) if c in has else F.lit(None)).cast(t).alias(c)
                           for c, t in EVIDENCE_COLUMNS.items()], of.alias("of"))
 
 
-def summaries(tables: dict[K, DataFrame], tagged: Sequence[Tagged[K]] = ()
+def summaries(tables: dict[K, Table], tagged: Sequence[Tagged[K]] = ()
               ) -> dict[K, Evidence]:
     """Every evidence table of a run summarised in one Spark job, whatever hops need them:
     for runs, their totals and the largest (at most MAX_RUNS rows each to the driver); for
     copies (`copies_of`), how many ids, how many under one timestamp, how many stamped with
-    their event time. `tables` one by one (a table's kind told by its columns), `tagged`
-    several in one frame (`read_off_topic`)."""
-    parts = [Tagged(_shaped(df, F.lit(0)), [(k, _kind(df))]) for k, df in tables.items()]
+    their event time. `tables` one by one, `tagged` several in one frame
+    (`read_off_topic`)."""
+    parts = [Tagged(_shaped(t.frame, F.lit(0), t.kind), [(k, t.kind)])
+             for k, t in tables.items()]
     parts += tagged
     if not parts:
         return {}
@@ -361,18 +381,18 @@ def evidence_asks(hop: HopTally, a: Point, b: Point, found: dict[str, DataFrame]
     return asks
 
 
-def after_grace(missing: DataFrame, beyond: DataFrame) -> DataFrame:
+def after_grace(missing: DataFrame, beyond: DataFrame) -> Table:
     """Of the ids lost into a topic, those the topic holds after its grace (`beyond`: its
     identifiable records of the window that arrived after the close, inside the margin the
     replay read), each with its first arrival, in `upstream_runs`' columns: an id is a run of
     its own (first_id = last_id, one record, first_time = last_time = its arrival). So
     `summaries` reads them in the one evidence job: its runs are the ids, its first and last
     time the first and last arrival (`late_arrivals`)."""
-    arrived = beyond.groupBy("id").agg(F.min("kafka_ts").alias("at"))
-    return (missing.select("id").distinct().join(arrived, "id")
-            .select(F.col("id").alias("first_id"), F.col("id").alias("last_id"),
-                    F.lit(1).cast("long").alias("records"), F.col("at").alias("first_time"),
-                    F.col("at").alias("last_time")))
+    arrived = beyond.groupBy(*names("id")).agg(F.min("kafka_ts").alias("at"))
+    return Table("upstream", missing.select("id").distinct().join(arrived, "id")
+                 .select(F.col("id").alias("first_id"), F.col("id").alias("last_id"),
+                         F.lit(1).cast("long").alias("records"),
+                         F.col("at").alias("first_time"), F.col("at").alias("last_time")))
 
 
 def late_arrivals(shape: Shape, closed_at: datetime) -> AfterGrace | None:

@@ -47,6 +47,7 @@ from kafka_recon.sources.table import TableRead
 from kafka_recon.sources.topic import PartitionRange, retention_cut
 from kafka_recon.spark.compare import compare, ids_of, late, marks, missing
 from kafka_recon.spark.evidence import (
+    Table,
     after_grace,
     evidence_asks,
     inside_upstream,
@@ -66,7 +67,7 @@ from kafka_recon.spark.read import (
     window_records,
 )
 from kafka_recon.spark.replay import arrived, counted, past_grace
-from kafka_recon.spark.session import cache_records, release
+from kafka_recon.spark.session import cache_records, names, release
 from kafka_recon.spark.tally import (
     bucket_counts,
     record_marks,
@@ -253,7 +254,7 @@ def count(flow: Flow, window: Window, ids: IdTiers) -> Counts:
     per_record = tallied(reduce_union([
         record_marks(r, k, window.start, window.end, bucket_s,
                      "kafka_ts" if k in ids.topics else "event_time", k in ids.topics)
-        for k, r in enumerate(ids.raws)]))
+        for k, r in enumerate(ids.raws)]), records=True)
     spans = {k: per_record.pop(("span", k), {}) for k in ids.topics}
     hop_at: dict[int, int] = {}
     hop_specs: list[tuple[int, int, list[int]]] = []
@@ -341,7 +342,7 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
 
     points = flow.points
     hops: list[HopTally] = []
-    shapes: dict[tuple[int, str], DataFrame] = {}
+    shapes: dict[tuple[int, str], Table] = {}
     closes: dict[int, datetime] = {}  # a hop into a topic: when the topic's grace closed
     # by topic slot: what every hop asks of its records, read off them in one pass
     of_topic: dict[int, dict[tuple[int, str], tuple[str, DataFrame]]] = {}
@@ -451,8 +452,8 @@ def dead_letters(folder: RunFolder, queue: DeadQueue, routed: DataFrame, stem: s
                         one_task=True, empty=empty))
     errors = [] if empty else [
         DeadLetterError(error=r["error"], message=r["message"], records=int(r["n"]))
-        for r in detail.groupBy("id", "error", "message").agg(F.lit(1).alias("one"))
-        .groupBy("error", "message").agg(F.count("*").alias("n"))
+        for r in detail.groupBy(*names("id", "error", "message")).agg(F.lit(1).alias("one"))
+        .groupBy(*names("error", "message")).agg(F.count("*").alias("n"))
         .orderBy(F.desc("n")).limit(20).collect()]
     out = DeadLetters(topic=queue.topic, connector=queue.connector,
                       context_headers=queue.context_headers, errors=errors)

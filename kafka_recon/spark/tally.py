@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from kafka_recon.spark.conf import shuffle_partitions
 from kafka_recon.spark.read import bucket_of, identifiable
-from kafka_recon.spark.session import cores, release
+from kafka_recon.spark.session import cores, names, release
 from kafka_recon.window import from_micros, iso_z, micros
 
 
@@ -54,22 +54,23 @@ def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket
                     "m.when", "m.arrived", F.lit(1).cast("long").alias("value")))
 
 
-def tally(df: DataFrame) -> DataFrame:
-    """(kind, at, bucket[, part], n[, first_offset, last_offset]): marks summed per kind,
-    place and bucket (and partition, for record marks): a few rows."""
-    keys = ["kind", "at", "bucket", *(["part"] if "part" in df.columns else [])]
+def tally(df: DataFrame, records: bool = False) -> DataFrame:
+    """(kind, at, bucket[, part], n[, first_offset, last_offset, newest, newest_arrival]):
+    marks summed per kind, place and bucket (and, for `records`, `record_marks`' marks, per
+    partition, with their offsets and latest times): a few rows. Which marks they are is
+    said, not asked of the frame: asking is a round trip to a Spark Connect server."""
+    keys = ["kind", "at", "bucket", *(["part"] if records else [])]
     aggs = [F.sum("value").alias("n")]
-    if "offset" in df.columns:
-        aggs += [F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset")]
-    if "when" in df.columns:
-        aggs += [F.max("when").alias("newest"), F.max("arrived").alias("newest_arrival")]
-    return df.groupBy(*keys).agg(*aggs)
+    if records:
+        aggs += [F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+                 F.max("when").alias("newest"), F.max("arrived").alias("newest_arrival")]
+    return df.groupBy(*names(*keys)).agg(*aggs)
 
 
 def per_bucket(df: DataFrame, value: str | None = None) -> DataFrame:
 
     agg = F.sum(value) if value else F.count(F.lit(1))
-    return df.groupBy("bucket").agg(agg.alias("n"))
+    return df.groupBy(*names("bucket")).agg(agg.alias("n"))
 
 
 def reduce_union(frames: list[DataFrame]) -> DataFrame:
@@ -107,15 +108,16 @@ def to_read(findings: DataFrame, per_id: dict[tuple[str, int], dict[str, Any]]
     return findings.coalesce(shuffle_partitions(found, cores(findings.sparkSession)))
 
 
-def tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
+def tallied(marked: DataFrame, records: bool = False
+            ) -> dict[tuple[str, int], dict[str, Any]]:
     """Marks tallied, a few rows to the driver: {(kind, at): {bucket: n}} (a null bucket as
-    ''); for `span` marks {(kind, at): {partition: {records, first_offset, last_offset}}}; for
-    `record` marks also {("newest", at): {bucket: epoch micros}} and ("newest_arrival", at),
-    the latest event time and Kafka timestamp of each bucket."""
+    ''). With `records` (`record_marks`' marks): for `span` marks {(kind, at): {partition:
+    {records, first_offset, last_offset}}}, and for `record` marks also {("newest", at):
+    {bucket: epoch micros}} and ("newest_arrival", at), the latest event time and Kafka
+    timestamp of each bucket."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    rows = tally(marked).withColumn("bucket", micros("bucket"))
-    latest = "newest" in rows.columns
-    if latest:  # times cross to the driver as epoch micros, whatever the host's zone
+    rows = tally(marked, records).withColumn("bucket", micros("bucket"))
+    if records:  # times cross to the driver as epoch micros, whatever the host's zone
         rows = rows.withColumns({"newest": micros("newest"),
                                  "newest_arrival": micros("newest_arrival")})
     for r in rows.collect():
@@ -127,7 +129,7 @@ def tallied(marked: DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
         else:
             bucket = iso_z(from_micros(r["bucket"])) if r["bucket"] is not None else ""
             into[bucket] = int(r["n"] or 0)
-            for key in ("newest", "newest_arrival") if latest and r["kind"] == "record" \
+            for key in ("newest", "newest_arrival") if records and r["kind"] == "record" \
                     else ():
                 if r[key] is not None:
                     out.setdefault((key, int(r["at"])), {})[bucket] = int(r[key])

@@ -27,7 +27,7 @@ def test_runs_group_marked_records_by_consecutive_window_records_per_partition(
     topic = spark.createDataFrame(rows, TOPIC)
     marked = table(spark, [("4", None), ("5", None), ("6", None), ("9", None), ("b", None)])
     got = sorted((r["partition"], r["first_offset"], r["last_offset"], r["records"])
-                 for r in ev.runs_of(marked, ev.rank_topic(topic)).collect())
+                 for r in ev.runs_of(marked, ev.rank_topic(topic)).frame.collect())
     # the marker at offset 5 does not split 4, 5, 6 (offsets 3, 4, 6)
     assert got == [(0, 3, 6, 3), (0, 9, 9, 1), (1, 1, 1, 1)]
     summary = ev.summary(ev.runs_of(marked, ev.rank_topic(topic))).as_json()
@@ -56,7 +56,7 @@ def test_runs_rank_gapless_partitions_by_offset_without_a_sort_and_sort_the_rest
 
     def runs(ranked: DataFrame) -> list[tuple[int, int, int, int]]:
         return sorted((r["partition"], r["first_offset"], r["last_offset"], r["records"])
-                      for r in ev.runs_of(marked, ranked).collect())
+                      for r in ev.runs_of(marked, ranked).frame.collect())
 
     want = [(0, 1, 3, 2), (1, 1, 2, 2), (1, 4, 4, 1), (2, 101, 103, 3)]
     assert runs(ev.rank_topic(topic)) == want  # every partition sorted
@@ -86,7 +86,7 @@ def test_findings_tallied_through_their_cache_are_broadcast_to_the_evidence(
         per_id, findings = tl.tally_keeping_findings(marked)
         assert sum(per_id[("missing", 0)].values()) == 3
         assert sum(per_id[("present", 0)].values()) == 20_000
-        runs = ev.runs_of(findings.where(F.col("kind") == "missing"), topic)
+        runs = ev.runs_of(findings.where(F.col("kind") == "missing"), topic).frame
         plan = runs._jdf.queryExecution().executedPlan().toString()
         assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan
         assert sorted((r["first_offset"], r["records"]) for r in runs.collect()) == \
@@ -104,7 +104,7 @@ def test_upstream_runs_follow_the_upstreams_own_order_and_count_singles(
     marked = table(spark, [("2", None), ("3", None), ("x", None), ("4", None), ("7", None),
                            ("10", None)])
     got = sorted((r["first_id"], r["last_id"], r["records"])
-                 for r in ev.upstream_runs(marked, up).collect())
+                 for r in ev.upstream_runs(marked, up).frame.collect())
     # 2, 3, x, 4 are consecutive in event time; 7 alone; "10" ties "y" at minute 10 and
     # sorts first, so it is alone too
     assert got == [("10", "10", 1), ("2", "4", 4), ("7", "7", 1)]
@@ -124,14 +124,14 @@ def test_upstream_runs_rank_by_each_ids_first_event_and_sort_only_the_marked_min
     marked = table(spark, [("1", None), ("2", None), ("3", None), ("4", None)])
     for unique in (False, True):
         got = sorted((r["first_id"], r["last_id"], r["records"])
-                     for r in ev.upstream_runs(marked, up, unique).collect())
+                     for r in ev.upstream_runs(marked, up, unique).frame.collect())
         assert got == [("1", "2", 2), ("3", "4", 2)], unique
     # an id made twice: its first event places it, unless told each id is made once
     twice = rd.window_records(table(spark, [("1", at(1)), ("2", at(2)), ("3", at(3)),
                                             ("1", at(5)), ("9", at(6))]), START, END, HOUR)
     lost = table(spark, [("1", None), ("2", None)])
     assert sorted((r["first_id"], r["last_id"], r["records"])
-                  for r in ev.upstream_runs(lost, twice).collect()) == [("1", "2", 2)]
+                  for r in ev.upstream_runs(lost, twice).frame.collect()) == [("1", "2", 2)]
 
 
 def test_upstream_runs_are_the_same_whatever_time_slice_the_records_are_ranked_in(
@@ -149,7 +149,7 @@ def test_upstream_runs_are_the_same_whatever_time_slice_the_records_are_ranked_i
     for slice_us in (1, 1_000_000, 7_000_000, ev.MINUTE_US, 3_600_000_000):
         for unique in (False, True):
             got = sorted((r["first_id"], r["last_id"], r["records"])
-                         for r in ev.upstream_runs(marked, up, unique, slice_us).collect())
+                         for r in ev.upstream_runs(marked, up, unique, slice_us).frame.collect())
             assert got == want, (slice_us, unique)
 
 

@@ -25,7 +25,7 @@ def test_buckets_are_labelled_in_utc_on_a_host_of_any_zone(spark: SparkSession,
             ("3", at(23 * 60 + 59), 1, 12, END + timedelta(minutes=3))]
     m = tl.record_marks(spark.createDataFrame(rows, TOPIC), 1, START, END, HOUR, "kafka_ts",
                        is_topic=True)
-    got = tl.tallied(m)
+    got = tl.tallied(m, records=True)
     assert got[("record", 1)] == {"2026-11-20T00:00:00Z": 1, "2026-11-20T01:00:00Z": 1,
                                   "2026-11-20T23:00:00Z": 1}, host_zone
     assert got[("late", 1)] == {"2026-11-20T23:00:00Z": 1}

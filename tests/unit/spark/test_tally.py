@@ -48,7 +48,7 @@ def test_records_are_tallied_per_bucket_with_the_unidentifiable_and_the_late(
     m = tl.record_marks(spark.createDataFrame(rows, TOPIC), 1, START, END, HOUR, "kafka_ts",
                        is_topic=True)
     got = {(r["kind"], r["bucket"], r["part"]): (r["n"], r["first_offset"], r["last_offset"])
-           for r in tl.tally(m).collect()}
+           for r in tl.tally(m, records=True).collect()}
     hour = START.replace(tzinfo=None)
     assert {k: v[0] for k, v in got.items()} == {
         ("record", hour, None): 1, ("record", hour + timedelta(hours=1), None): 1,
