@@ -72,6 +72,22 @@ class Table:
     frame: DataFrame
 
 
+# every evidence table's columns, in one shape: a topic's runs (`runs_of`), an upstream's
+# (`upstream_runs`), and duplicate copies' stamps (`copies_of`) each fill theirs
+EVIDENCE_COLUMNS = {
+    "partition": "int", "first_offset": "long", "last_offset": "long", "first_ts": "timestamp",
+    "last_ts": "timestamp", "first_id": "string", "last_id": "string",
+    "first_time": "timestamp", "last_time": "timestamp", "records": "long", "same": "long",
+    "stamped": "long"}
+
+
+# the columns of each kind of table, of EVIDENCE_COLUMNS
+KIND_COLUMNS = {
+    "runs": ("partition", "first_offset", "last_offset", "records", "first_ts", "last_ts"),
+    "upstream": ("first_id", "last_id", "records", "first_time", "last_time"),
+    "copies": ("same", "stamped")}
+
+
 def runs_of(marked: DataFrame, ranked: DataFrame) -> Table:
     """Where in the topic the marked ids sit, as runs: (partition, first_offset, last_offset,
     records, first_ts, last_ts), a run being consecutive window records of one partition
@@ -147,8 +163,9 @@ def upstream_runs(marked: DataFrame, records: DataFrame, unique: bool = False,
     # a second ranks the records of those
     firsts = firsts.withColumn("slice", F.floor(F.unix_micros("event_time") / F.lit(slice_us)))
     per_slice = (firsts.join(hit.withColumn("marked", F.lit(True)), "id", "left")
-                 .groupBy(*names("slice")).agg(F.count(F.lit(1)).alias("n"),
-                                       F.max(F.col("marked").isNotNull()).alias("marked")))
+                 .groupBy(*names("slice"))
+                 .agg(F.count(F.lit(1)).alias("n"),
+                      F.max(F.col("marked").isNotNull()).alias("marked")))
     before = per_slice.select("slice", "marked", F.coalesce(F.sum("n").over(
         W.orderBy("slice").rowsBetween(W.unboundedPreceding, -1)), F.lit(0)).alias("before")
     ).where(F.col("marked"))
@@ -219,9 +236,8 @@ def read_off_topic(ranked: DataFrame, asks: dict[K, tuple[str, DataFrame]]) -> T
         ).agg(*_run_columns(), *_copies_columns(), F.grouping("id").alias("is_run"))
         run = F.col("is_run") == 1
         frame = _shaped(rows.select(
-            *[F.when(run, F.col(c)).alias(c) for c in
-              ("partition", "first_offset", "last_offset", "records", "first_ts", "last_ts")],
-            *[F.when(~run, F.col(c)).alias(c) for c in ("id", "same", "stamped")],
+            *[F.when(run, F.col(c)).alias(c) for c in KIND_COLUMNS["runs"]],
+            *[F.when(~run, F.col(c)).alias(c) for c in ("id", *KIND_COLUMNS["copies"])],
             F.when(run, F.col("of")).otherwise(F.col("of") + n).alias("of")), F.col("of"),
             "runs", "copies")
     for key, (kind, tag) in place.items():
@@ -235,22 +251,6 @@ MAX_RUNS = 50  # the largest runs reach the driver: evidence, never the record-l
 def summary(table: Table) -> Evidence:
     """`summaries` of one evidence table."""
     return summaries({"table": table})["table"]
-
-
-# every evidence table's columns, in one shape: a topic's runs (`runs_of`), an upstream's
-# (`upstream_runs`), and duplicate copies' stamps (`copies_of`) each fill theirs
-EVIDENCE_COLUMNS = {
-    "partition": "int", "first_offset": "long", "last_offset": "long", "first_ts": "timestamp",
-    "last_ts": "timestamp", "first_id": "string", "last_id": "string",
-    "first_time": "timestamp", "last_time": "timestamp", "records": "long", "same": "long",
-    "stamped": "long"}
-
-
-# the columns of each kind of table, of EVIDENCE_COLUMNS
-KIND_COLUMNS = {
-    "runs": ("partition", "first_offset", "last_offset", "records", "first_ts", "last_ts"),
-    "upstream": ("first_id", "last_id", "records", "first_time", "last_time"),
-    "copies": ("same", "stamped")}
 
 
 def _shaped(table: DataFrame, of: Column, *kinds: str) -> DataFrame:
