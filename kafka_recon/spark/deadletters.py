@@ -104,7 +104,7 @@ def of_window(records: DataFrame, start: datetime, end: datetime, closes_at: dat
     """(the window's identifiable dead-lettered records with their bucket, its unidentifiable
     ones: those whose Kafka timestamp, the original record's, lies in the window plus grace)."""
     from kafka_recon.spark.read import identifiable, window_records
+    from kafka_recon.spark.replay import arrived
 
-    unreadable = records.where(~identifiable(records) & (F.col("kafka_ts") >= F.lit(start))
-                               & (F.col("kafka_ts") < F.lit(closes_at)))
+    unreadable = records.where(~identifiable(records) & arrived(start, closes_at))
     return window_records(records, start, end, bucket_seconds), unreadable

@@ -46,15 +46,24 @@ def bucket_of(col: Column, start: datetime, bucket_seconds: int) -> Column:
                                * bucket_seconds)
 
 
-def identifiable(df: DataFrame) -> Column:
+def _identified() -> Column:
     return F.col("id").isNotNull() & F.col("event_time").isNotNull()
+
+
+def identifiable(df: DataFrame) -> Column:
+    return _identified()
+
+
+def made_in(start: datetime, end: datetime) -> Column:
+    """A record of the window: identifiable, its event time in [start, end)."""
+    return (_identified() & (F.col("event_time") >= F.lit(start))
+            & (F.col("event_time") < F.lit(end)))
 
 
 def window_records(df: DataFrame, start: datetime, end: datetime,
                    bucket_seconds: int) -> DataFrame:
     """The tier's identifiable records whose event time is in [start, end), with their bucket."""
-    return (df.where(identifiable(df) & (F.col("event_time") >= F.lit(start))
-                     & (F.col("event_time") < F.lit(end)))
+    return (df.where(made_in(start, end))
             .withColumn("bucket", bucket_of(F.col("event_time"), start, bucket_seconds)))
 
 

@@ -28,6 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_recon.runfiles.replays import FirstRead, OffsetRange, ReplayRun, Replays, TopicReplays
+from kafka_recon.spark.read import made_in
 from kafka_recon.spark.session import apply_defaults, cache_records, release
 
 if TYPE_CHECKING:
@@ -200,22 +201,16 @@ def extract_changes(raw: DataFrame, record: RecordSpec) -> DataFrame:
     return _as_records(rows, rec_id, when, record)
 
 
-def _made_in(start: datetime, end: datetime) -> Column:
-    """Identifiable, its event time in [start, end)."""
-    return (F.col("id").isNotNull() & F.col("event_time").isNotNull()
-            & (F.col("event_time") >= F.lit(start)) & (F.col("event_time") < F.lit(end)))
-
-
 def counted(start: datetime, end: datetime, closes_at: datetime) -> Column:
     """A topic record of the window: identifiable, its event time in [start, end), and in the
     topic before the window plus grace closed (one that came later is lost, not late)."""
-    return _made_in(start, end) & (F.col("kafka_ts") < F.lit(closes_at))
+    return made_in(start, end) & (F.col("kafka_ts") < F.lit(closes_at))
 
 
 def past_grace(start: datetime, end: datetime, closes_at: datetime) -> Column:
     """A record `counted` would take but for its arrival: at or after the close. It counts as
     lost; among the records lost into the topic, it was sent late."""
-    return _made_in(start, end) & (F.col("kafka_ts") >= F.lit(closes_at))
+    return made_in(start, end) & (F.col("kafka_ts") >= F.lit(closes_at))
 
 
 def arrived(start: datetime, closes_at: datetime) -> Column:

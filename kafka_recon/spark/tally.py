@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kafka_recon.spark.conf import shuffle_partitions
-from kafka_recon.spark.read import bucket_of, identifiable
+from kafka_recon.spark.read import bucket_of, identifiable, made_in
 from kafka_recon.spark.session import cores, names, release
 from kafka_recon.window import from_micros, iso_z, micros
 
@@ -29,7 +29,7 @@ def record_marks(raw: DataFrame, at: int, start: datetime, end: datetime, bucket
     reached it after the window closed, and `span` for each window record under its partition
     (`part`, with its offset)."""
     ok = identifiable(raw)
-    inside = ok & (F.col("event_time") >= F.lit(start)) & (F.col("event_time") < F.lit(end))
+    inside = made_in(start, end)
     bucket = bucket_of(F.col("event_time"), start, bucket_seconds)
     none = F.lit(None)
 
