@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from kafka_recon.errors import ConfigError
+from kafka_recon.errors import ConfigError, FlowInvalid
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -856,7 +856,15 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def _expand_env(value: Any, where: str) -> Any:
+class _Unset(Exception):
+    """A `${VAR}` with no value and no default, at `field` of the flow."""
+
+    def __init__(self, field: str, var: str) -> None:
+        super().__init__(field, var)
+        self.field, self.var = field, var
+
+
+def _expand_env(value: Any, field: str) -> Any:
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
             var, default = m.group(1), m.group(2)
@@ -864,21 +872,21 @@ def _expand_env(value: Any, where: str) -> Any:
                 return os.environ[var]
             if default is not None:
                 return default
-            raise ConfigError(f"{where}: environment variable {var} is not set and has no default")
+            raise _Unset(field, var)
         return _ENV.sub(sub, value)
     if isinstance(value, list):
-        return [_expand_env(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_expand_env(v, f"{field}.{i}") for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _expand_env(v, f"{where}.{k}") for k, v in value.items()}
+        return {k: _expand_env(v, f"{field}.{k}" if field else str(k)) for k, v in value.items()}
     return value
 
 
-def _format_error(path: Path, flow: str, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        lines.append(f"{path}: flow '{flow}', field '{loc or '(flow)'}': {err['msg']}")
-    return "\n".join(lines)
+def _invalid(path: Path, flow: str, exc: ValidationError) -> FlowInvalid:
+    """A flow's validation errors: one line per field, and each field with its message."""
+    fields = tuple((".".join(str(p) for p in err["loc"]) or "(flow)", err["msg"])
+                   for err in exc.errors())
+    return FlowInvalid("\n".join(f"{path}: flow '{flow}', field '{f}': {m}" for f, m in fields),
+                       flow, fields)
 
 
 def _raw_flows(path: Path) -> dict[Any, Any]:
@@ -899,8 +907,14 @@ def _raw_flows(path: Path) -> dict[Any, Any]:
 
 def _one_flow(path: Path, name: str, body: Any) -> Flow:
     if not isinstance(body, dict):
-        raise ConfigError(f"{path}: flow '{name}': expected a mapping of fields")
-    body = _expand_env(body, f"{path}: flow '{name}'")
+        raise FlowInvalid(f"{path}: flow '{name}': expected a mapping of fields", name,
+                          (("(flow)", "expected a mapping of fields"),))
+    try:
+        body = _expand_env(body, "")
+    except _Unset as unset:
+        what = f"environment variable {unset.var} is not set and has no default"
+        raise FlowInvalid(f"{path}: flow '{name}', field '{unset.field}': {what}", name,
+                          ((unset.field, what),)) from None
     record = body.get("record")
     if isinstance(record, dict) and isinstance(record.get("schema_file"), str):
         # like the apps' properties files: relative to the flow config's folder
@@ -913,40 +927,45 @@ def _one_flow(path: Path, name: str, body: Any) -> Flow:
     try:
         return Flow(name=name, **body)
     except ValidationError as exc:
-        raise ConfigError(_format_error(path, name, exc)) from None
+        raise _invalid(path, name, exc) from None
     except ValueError as exc:
-        raise ConfigError(f"{path}: flow '{name}': {exc}") from None
+        raise FlowInvalid(f"{path}: flow '{name}': {exc}", name, (("(flow)", str(exc)),)) \
+            from None
 
 
 def load_flows(path: Path | str) -> dict[str, Flow]:
-    """Read and validate every flow of a config file; the first bad flow is an error."""
+    """Read and validate every flow of a config file; the first bad flow is an error. For a
+    face that works on all flows, `load_flows_partial`; for one flow, `load_flow`."""
     flows, errors = load_flows_partial(path)
     if errors:
-        raise ConfigError(next(iter(errors.values())))
+        raise next(iter(errors.values()))
     return flows
 
 
-def load_flows_partial(path: Path | str) -> tuple[dict[str, Flow], dict[str, str]]:
-    """Every valid flow, and for each bad one its error: one bad flow must not take the
-    others' DAGs with it. A file that cannot be read at all is an error of `(file)`."""
+def load_flows_partial(path: Path | str) -> tuple[dict[str, Flow], dict[str, ConfigError]]:
+    """Every valid flow, and for each bad one its error (a `FlowInvalid`): one bad flow must
+    not take the others with it. A file that cannot be read at all is an error of `(file)`."""
     path = Path(path)
     try:
         raw = _raw_flows(path)
     except ConfigError as exc:
-        return {}, {"(file)": str(exc)}
+        return {}, {"(file)": exc}
     flows: dict[str, Flow] = {}
-    errors: dict[str, str] = {}
+    errors: dict[str, ConfigError] = {}
     for name, body in raw.items():
         try:
             flows[str(name)] = _one_flow(path, str(name), body)
         except ConfigError as exc:
-            errors[str(name)] = str(exc)
+            errors[str(name)] = exc
     return flows, errors
 
 
 def load_flow(path: Path | str, name: str) -> Flow:
-    flows = load_flows(path)
-    if name not in flows:
-        known = ", ".join(sorted(flows)) or "none"
+    """One flow, validated alone: another flow's mistake in the same file is not its error
+    (a file that cannot be read at all is)."""
+    path = Path(path)
+    raw = {str(k): v for k, v in _raw_flows(path).items()}
+    if name not in raw:
+        known = ", ".join(sorted(raw)) or "none"
         raise ConfigError(f"{path}: no flow named '{name}' (flows: {known})")
-    return flows[name]
+    return _one_flow(path, name, raw[name])

@@ -116,7 +116,7 @@ def refuse_bad_flows(config: Path | str | None = None) -> None:
     errors = load_flows_partial(path)[1]
     if errors:
         raise ConfigError(f"{len(errors)} flow(s) of the flow config have no DAG: "
-                          + " | ".join(f"flow '{n}': {e}" if n != "(file)" else e
+                          + " | ".join(f"flow '{n}': {e}" if n != "(file)" else str(e)
                                        for n, e in sorted(errors.items())))
 
 

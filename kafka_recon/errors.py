@@ -40,6 +40,15 @@ class ConfigError(CannotRun, ValueError):
     """A flow config that cannot be used; the message says file, flow, field and expectation."""
 
 
+class FlowInvalid(ConfigError):
+    """One flow of the config is wrong: which flow, and each field with what is wrong with it
+    (the page lists such flows apart; the other flows run). str() is the whole text."""
+
+    def __init__(self, text: str, flow: str, fields: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(text)
+        self.flow, self.fields = flow, fields
+
+
 class WindowError(CannotRun, ValueError):
     """A window that cannot be reconciled (unparseable, empty, out of bounds)."""
 

@@ -218,10 +218,10 @@ def check_config(config: Path, only: str | None = None,
     if only is not None and only not in flows and only not in errors:
         raise UsageError(f"{config}: no flow named '{only}' (flows: "
                          f"{', '.join(sorted({*flows, *errors})) or 'none'})")
-    for name, text in sorted(errors.items()):
+    for name, error in sorted(errors.items()):
         if only in (None, name):
             yield FlowCheck(name if name != "(file)" else str(config),
-                            errors=text.splitlines())
+                            errors=str(error).splitlines())
     for name, flow in sorted(flows.items()):
         if only in (None, name):
             yield check_flow(flow, Window(*window, flow.closing) if window else None)

@@ -134,16 +134,20 @@ def _repair(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _selected_flows(a: argparse.Namespace) -> dict[str, Flow]:
-    """Every flow of the config, or the one --flow names."""
-    from kafka_recon.config import load_flows
+def _selected_flows(a: argparse.Namespace) -> tuple[dict[str, Flow], int]:
+    """The flow --flow names (read alone: another flow's mistake is not its error), or every
+    valid flow of the config, each bad one named on stderr; and how many were bad. A config
+    that cannot be read at all is an error."""
+    from kafka_recon.config import load_flow, load_flows_partial
 
-    flows = load_flows(a.config)
-    if not a.flow:
-        return flows
-    if a.flow not in flows:
-        raise UsageError(f"{a.config}: no flow named '{a.flow}'")
-    return {a.flow: flows[a.flow]}
+    if a.flow:
+        return {a.flow: load_flow(a.config, a.flow)}, 0
+    flows, errors = load_flows_partial(a.config)
+    if "(file)" in errors:
+        raise errors["(file)"]
+    for name, error in sorted(errors.items()):
+        print(f"kafka-recon: flow '{name}' skipped: {one_line(error)}", file=sys.stderr)
+    return flows, len(errors)
 
 
 def _snapshot(a: argparse.Namespace) -> int:
@@ -151,7 +155,7 @@ def _snapshot(a: argparse.Namespace) -> int:
     from kafka_recon.sources.connections import where
     from kafka_recon.stores.snapshots import snapshots_url
 
-    flows = _selected_flows(a)
+    flows, bad = _selected_flows(a)
     url = snapshots_url(a.store)
     taken, errors = take_snapshots(flows, url)
     for t in taken:
@@ -164,7 +168,7 @@ def _snapshot(a: argparse.Namespace) -> int:
     print(f"{len(taken)} snapshot(s) kept in the {where(url)}")
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
-    return EXIT_ERROR if errors else EXIT_OK
+    return EXIT_ERROR if errors or bad else EXIT_OK
 
 
 def _seed_history(a: argparse.Namespace) -> int:
@@ -173,16 +177,17 @@ def _seed_history(a: argparse.Namespace) -> int:
     if a.days < 7:
         raise UsageError("--days: a band needs at least 7 days of the same bucket; give 7 or "
                          "more")
-    for flow in _selected_flows(a).values():
+    flows, bad = _selected_flows(a)
+    for flow in flows.values():
         for line in seed_history(flow, a.days):
             print(f"{flow.name}/{line}")
-    return EXIT_OK
+    return EXIT_ERROR if bad else EXIT_OK
 
 
 def _audit(a: argparse.Namespace) -> int:
     from kafka_recon.cluster.audit import audit_flow
 
-    flows = _selected_flows(a)
+    flows, bad = _selected_flows(a)
     high = 0
     print(f"{'flow':<16} {'severity':<8} {'rule':<22} {'where':<14} observed -> recommended")
     for flow in flows.values():
@@ -194,7 +199,7 @@ def _audit(a: argparse.Namespace) -> int:
         if not found:
             print(f"{flow.name:<16} no risk found on topic '{flow.topic_tier.topic}'")
         high += sum(f.severity == "high" for f in found)
-    return EXIT_FINDINGS if high else EXIT_OK
+    return EXIT_ERROR if bad else EXIT_FINDINGS if high else EXIT_OK
 
 
 def _check(a: argparse.Namespace) -> int:

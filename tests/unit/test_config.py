@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_recon.config import ConfigError, load_flow, load_flows
+from kafka_recon.config import ConfigError, load_flow, load_flows, load_flows_partial
+from kafka_recon.errors import FlowInvalid
 
 pytestmark = pytest.mark.unit
 
@@ -210,3 +211,53 @@ def test_records_go_back_onto_their_own_topic_only_when_their_event_time_is_in_t
     with pytest.raises(ConfigError, match="repair.to: topic: tier 'topic' reads its event time "
                                           "from the Kafka timestamp"):
         load_flows(write(tmp_path, stamped))
+
+
+# another flow in the same file, whose tolerance is mistyped
+BAD_SIBLING = GOOD + """
+  payments:
+    owners: [p@example.com]
+    tolerance: {loss: "150%"}
+    record: {id: "$.id", event_time: "$.t"}
+    tiers:
+      - {name: topic, type: kafka, bootstrap: "127.0.0.1:9092", topic: payments}
+      - {name: sink, type: sql, conn: sink_db,
+         ids: "SELECT id, t AS event_time FROM p WHERE t >= :start AND t < :end"}
+"""
+
+
+def test_a_flow_is_read_alone_so_another_flows_mistake_is_never_its_error(
+        tmp_path: Path) -> None:
+    path = write(tmp_path, BAD_SIBLING)
+    assert load_flow(path, "orders").name == "orders"
+    with pytest.raises(FlowInvalid) as err:
+        load_flow(path, "payments")
+    assert err.value.flow == "payments"
+    [(field, message)] = err.value.fields
+    assert field == "tolerance.loss" and "between 0% and 100%" in message and "150%" in message
+    assert f"{path}: flow 'payments', field 'tolerance.loss'" in str(err.value)
+    flows, errors = load_flows_partial(path)
+    assert list(flows) == ["orders"] and list(errors) == ["payments"]
+
+
+def test_a_file_that_cannot_be_parsed_still_fails_every_flow(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD + "  broken: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_flow(path, "orders")
+
+
+def test_an_unset_variable_names_its_flow_and_field(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("${BOOT:-127.0.0.1:9092}", "${NOT_SET_ANYWHERE}"))
+    with pytest.raises(FlowInvalid) as err:
+        load_flow(path, "orders")
+    assert err.value.fields == (("tiers.1.bootstrap", "environment variable NOT_SET_ANYWHERE "
+                                                      "is not set and has no default"),)
+
+
+def test_the_closing_time_macro_reads_its_own_flow_beside_a_bad_one(tmp_path: Path) -> None:
+    from kafka_recon.airflow.macros import closing_time
+
+    path = write(tmp_path, BAD_SIBLING)
+    flow = load_flow(path, "orders")
+    assert closing_time("orders", "2026-11-20T00:00:00Z", str(path)) == \
+        f"2026-11-20T00:{flow.closing.seconds // 60:02d}:00Z"

@@ -35,6 +35,7 @@ every flow.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -172,30 +173,81 @@ def _login_first(app: Any) -> None:
 
 # the flow config as last read, by its path and modification time: validating 200 flows took
 # 0.2-0.3 s of every page (bench.grid)
-_read: dict[str, tuple[float, dict[str, Any]]] = {}
+_read: dict[str, tuple[float, Configured]] = {}
 
 
-def _flows() -> tuple[dict[str, Any], str | None]:
-    """The configured flows, and what is wrong when the config cannot be read (the page then
-    shows no flow and says why)."""
-    from kafka_recon.config import load_flows
-    from kafka_recon.errors import ReconError
+@dataclass(frozen=True)
+class Invalid:
+    """A flow of the config that is not watched: its config is wrong (the page lists it apart;
+    every other flow runs)."""
+
+    flow: str
+    fields: list[tuple[str, str]]   # (field, what is wrong with it and what it expects)
+    error: str                      # the whole text, as `check` prints it
+
+
+@dataclass(frozen=True)
+class Configured:
+    """The flow config as the page reads it: the valid flows, the invalid ones, and what is
+    wrong when the file cannot be read at all (the page then shows no flow and says why)."""
+
+    flows: dict[str, Any]
+    invalid: list[Invalid]
+    problem: str | None = None
+
+
+def _flows() -> Configured:
+    from kafka_recon.config import load_flows_partial
+    from kafka_recon.errors import FlowInvalid
     from kafka_recon.settings import config_path
 
     path = config_path()
     try:
         stamp = path.stat().st_mtime
-        if path.as_posix() not in _read or _read[path.as_posix()][0] != stamp:
-            _read[path.as_posix()] = (stamp, dict(load_flows(path)))
-        return _read[path.as_posix()][1], None
     except OSError as exc:
-        return {}, f"the flow config cannot be read: {path}: {exc.strerror}"
-    except ReconError as exc:
-        return {}, f"the flow config cannot be read: {exc}"
+        return Configured({}, [], f"the flow config cannot be read: {path}: {exc.strerror}")
+    if path.as_posix() not in _read or _read[path.as_posix()][0] != stamp:
+        flows, errors = load_flows_partial(path)
+        problem = f"the flow config cannot be read: {errors.pop('(file)')}" \
+            if "(file)" in errors else None
+        invalid = [Invalid(name, list(e.fields) if isinstance(e, FlowInvalid) else
+                           [("(flow)", str(e))], str(e)) for name, e in sorted(errors.items())]
+        _read[path.as_posix()] = (stamp, Configured(flows, invalid, problem))
+    return _read[path.as_posix()][1]
 
 
 def _user_name(user: Any) -> str:
     return str(getattr(user, "get_name", lambda: "")() or "")
+
+
+def _grid(user: Any, span: str, owner: str, cluster: str, status: str, until: str = ""
+          ) -> tuple[list[Any], dict[str, Any], str | None, str, list[Invalid]]:
+    """The grid's rows as asked (span, filters), the flows the user may read, what is wrong
+    with the config file, the span, and the invalid flows the user may read."""
+    # the history store (SQLAlchemy) is read when the page is asked for: the plugin is
+    # loaded by every Airflow component, most of which never serve it
+    from datetime import UTC, datetime
+
+    from kafka_recon.errors import WindowError
+    from kafka_recon.outputs import grid, history
+    from kafka_recon.stores.lease import held
+    from kafka_recon.window import parse_instant
+
+    configured = _flows()
+    readable = readable_flows(user, {*configured.flows, *(i.flow for i in
+                                                           configured.invalid)})
+    flows = {k: v for k, v in configured.flows.items() if k in readable}
+    invalid = [i for i in configured.invalid if i.flow in readable]
+    span = span if span in grid.SPANS else grid.default_span(flows)
+    # the span ends now, or where a review of an incident asks (`until`)
+    try:
+        now = min(parse_instant(until, "until"), datetime.now(UTC)) if until \
+            else datetime.now(UTC)
+    except WindowError as exc:
+        raise HTTPException(400, str(exc)) from None
+    recorded = history.windows_between(now - grid.SPANS[span], now, set(flows))
+    rows = grid.build(flows, recorded, held(), grid.SPANS[span], now)
+    return grid.keep(rows, owner, cluster, status), flows, configured.problem, span, invalid
 
 
 def _page_routes(app: Any) -> None:
@@ -206,37 +258,13 @@ def _page_routes(app: Any) -> None:
 
     env = _env()
 
-    def _grid(user: Any, span: str, owner: str, cluster: str, status: str, until: str = ""
-              ) -> tuple[list[Any], dict[str, Any], str | None, str]:
-        # the history store (SQLAlchemy) is read when the page is asked for: the plugin is
-        # loaded by every Airflow component, most of which never serve it
-        from datetime import UTC, datetime
-
-        from kafka_recon.errors import WindowError
-        from kafka_recon.outputs import grid, history
-        from kafka_recon.stores.lease import held
-        from kafka_recon.window import parse_instant
-
-        flows, problem = _flows()
-        readable = readable_flows(user, set(flows))
-        flows = {k: v for k, v in flows.items() if k in readable}
-        span = span if span in grid.SPANS else grid.default_span(flows)
-        # the span ends now, or where a review of an incident asks (`until`)
-        try:
-            now = min(parse_instant(until, "until"), datetime.now(UTC)) if until \
-                else datetime.now(UTC)
-        except WindowError as exc:
-            raise HTTPException(400, str(exc)) from None
-        recorded = history.windows_between(now - grid.SPANS[span], now, set(flows))
-        rows = grid.build(flows, recorded, held(), grid.SPANS[span], now)
-        return grid.keep(rows, owner, cluster, status), flows, problem, span
-
     @app.get("/", response_class=HTMLResponse)
     def index(span: str = "", owner: str = "", cluster: str = "", status: str = "",
               until: str = "", user: Any = Depends(get_user)) -> str:
         from kafka_recon.outputs import grid
+        from kafka_recon.settings import config_path
 
-        rows, flows, problem, span = _grid(user, span, owner, cluster, status, until)
+        rows, flows, problem, span, invalid = _grid(user, span, owner, cluster, status, until)
         return env.get_template("ui.html.j2").render(
             base=PREFIX, rows=rows, user=_user_name(user), span=span, spans=list(grid.SPANS),
             letters=grid.VERDICT_OF,
@@ -246,6 +274,7 @@ def _page_routes(app: Any) -> None:
                       *((k, v) for k, v in grid.VERDICTS.items()
                         if k not in ("not_closed", "running"))],
             clusters=sorted({f.cluster for f in flows.values()}), problem=problem,
+            invalid=invalid, config=str(config_path()),
             filtered=bool(owner or cluster or status), until=until)
 
     @app.get("/api/grid")
@@ -255,10 +284,11 @@ def _page_routes(app: Any) -> None:
 
         from kafka_recon.outputs import grid
 
-        rows, _, problem, span = _grid(user, span, owner, cluster, status, until)
-        # a row's `codes`: a letter per window (`letters` says which verdict), oldest first
+        rows, _, problem, span, invalid = _grid(user, span, owner, cluster, status, until)
+        # a row's `codes`: a letter per window (`letters` says which verdict), oldest first;
+        # `invalid`: the flows not watched because their config is wrong, each field named
         return {"span": span, "problem": problem, "letters": grid.VERDICT_OF,
-                "flows": [asdict(r) for r in rows]}
+                "flows": [asdict(r) for r in rows], "invalid": [asdict(i) for i in invalid]}
 
     @app.get("/api/latest")
     def api_latest(user: Any = Depends(get_user)) -> list[dict[str, Any]]:

@@ -148,6 +148,41 @@ def test_a_user_sees_no_trace_of_a_flow_they_may_not_read(as_clicks_reader: Any)
     assert "clicks" in page and "orders" not in page
 
 
+def test_a_flow_whose_config_is_wrong_is_listed_apart_with_its_field_and_the_rest_shown(
+        client: Any, tmp_path: Path) -> None:
+    config = tmp_path / "flows.yaml"
+    config.write_text(FLOWS + """
+  payments:
+    owners: [p@example.com]
+    tolerance: {loss: "150%"}
+    record: {id: "$.id", event_time: "$.ts"}
+    tiers:
+      - {name: topic, type: kafka, bootstrap: "127.0.0.1:9092", topic: payments}
+      - {name: lake, type: sql, conn: "sqlite:///x.db",
+         ids: "SELECT id, ts AS event_time FROM t WHERE ts >= :start AND ts < :end"}
+""")
+    os.utime(config, (1, 1))  # a new modification time: the page reads the config again
+    grid = client.get("/api/grid").json()
+    assert grid["problem"] is None
+    assert sorted(f["flow"] for f in grid["flows"]) == ["clicks", "orders"]
+    [bad] = grid["invalid"]
+    assert bad["flow"] == "payments"
+    [(field, message)] = bad["fields"]
+    assert field == "tolerance.loss" and "150%" in message
+    page = client.get("/").text
+    invalid = page[page.index('id="invalid"'):page.index("</section>")]
+    assert "Not watched: 1 flow whose config is wrong" in invalid
+    assert "<b>payments</b>" in invalid and "<code>tolerance.loss</code>" in invalid
+    assert str(config) in invalid
+    assert 'data-flow="orders"' in page and 'data-flow="clicks"' in page
+    # a user who may not read the bad flow's DAG does not see it either
+    USER[0] = _User("web", {"recon__clicks"})
+    try:
+        assert client.get("/api/grid").json()["invalid"] == []
+    finally:
+        USER[0] = ADMIN
+
+
 def test_a_user_allowed_both_dags_sees_both_flows(client: Any) -> None:
     assert [r["flow"] for r in client.get("/api/latest").json()] == ["clicks", "orders"]
     assert client.get(f"/runs/{W}/report.html").status_code == 200
