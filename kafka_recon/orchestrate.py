@@ -214,14 +214,20 @@ def stage_topic(run: Run) -> None:
     from kafka_recon.cluster.audit import audit_flow
     from kafka_recon.cluster.snapshots import flight_over
     from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.sources.topic import TopicMissing
 
     tier = run.flow.topic_tier
     with _guarded(run, "stage", f"stage {tier.name}"):
         ep = endpoint(tier)
-        # every missing right named at once, before a client times out on one of them
-        preflight.check(ep, tier.topic, tier.consumer_groups)
-        for more in run.flow.kafka_tiers[1:]:
-            preflight.check(endpoint(more), more.topic, more.consumer_groups)
+        for each in run.flow.kafka_tiers:
+            # every missing right named at once, before a client times out on one of them;
+            # a topic that is not there is named as such (and with when the recorder last saw
+            # it, when it was deleted during the window)
+            at = ep if each is tier else endpoint(each)
+            try:
+                preflight.check(at, each.topic, each.consumer_groups)
+            except TopicMissing as exc:
+                raise TopicMissing(each.topic, at.where, _last_seen(run, each.name)) from exc
         # each connector as its Connect cluster shows it (one that does not answer is kept
         # as such: a cause says so, the run goes on); the audit reads their configs
         connectors = None
@@ -240,6 +246,20 @@ def stage_topic(run: Run) -> None:
         from kafka_recon.outputs.bands import bands_over
 
         run.folder.write(bands_over(run.flow, run.window))
+
+
+def _last_seen(run: Run, tier: str) -> str:
+    """What the flight recorder saw of a topic that no longer exists, within the window: it was
+    deleted during it (the window's records went with it). Empty when it never saw it then."""
+    from kafka_recon.cluster.snapshots import flight_over
+
+    seen = flight_over(run.flow, run.window).topics.get(tier)
+    if seen is None or not seen.snapshots or seen.last is None \
+            or parse_instant(seen.last, "snapshot") < run.window.start:
+        return ""
+    return (f"it was deleted during the window (topic_deleted): the flight recorder saw it in "
+            f"{seen.snapshots} snapshot(s) from {seen.first} to {seen.last}, and not since; "
+            "its records of the window went with it, so nothing can be counted")
 
 
 def gather_stage(run: Run) -> Stage:

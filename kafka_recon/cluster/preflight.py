@@ -30,6 +30,7 @@ from kafka_recon.sources.topic import (
     Client,
     GroupDenied,
     TopicDenied,
+    TopicMissing,
     group_committed,
     partitions,
 )
@@ -131,10 +132,8 @@ def check_queue(ep: KafkaEndpoint, topic: str, connector: str) -> None:
     would be reported lost. A queue never created (no record ever dead-lettered) is none."""
     try:
         missing = gaps(ep, topic, [])
-    except TopicError as exc:
-        if "does not exist" in str(exc):
-            return
-        raise
+    except TopicMissing:
+        return
     if missing:
         raise TopicError(f"{ep.where}: kafka-recon's principal lacks {len(missing)} ACL(s) to "
                          f"read connector '{connector}''s dead-letter queue: "

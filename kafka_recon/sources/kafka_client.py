@@ -35,7 +35,14 @@ if TYPE_CHECKING:
 OWNED = frozenset({
     "group.id", "group.instance.id", "enable.auto.commit", "enable.auto.offset.store",
     "auto.offset.reset", "isolation.level", "client.rack", "enable.partition.eof",
+    "allow.auto.create.topics",
 })
+# A monitor never changes the cluster it watches: brokers create a topic a client merely asks
+# about (`auto.create.topics.enable` is on by default), and librdkafka's admin client and
+# producers, like the Java consumer, ask with creation allowed unless told otherwise. So every
+# client kafka-recon opens says no; the only topics it creates are repair topics, explicitly
+# (`sources.topic.ensure_topic`), after approval (docs/cluster.md, "What kafka-recon changes")
+NO_AUTO_CREATE = {"allow.auto.create.topics": False}
 # librdkafka settings that only tune confluent-kafka's own clients: no meaning for the replay
 LIBRDKAFKA_ONLY = frozenset({
     "socket.timeout.ms", "socket.keepalive.enable", "debug", "log_level", "log.connection.close",
@@ -99,7 +106,8 @@ class KafkaEndpoint:
                    diagnosis: Diagnosis | None = None) -> dict[str, Any]:
         """confluent-kafka's config: the endpoint's settings, then kafka-recon's own."""
         conf = {"client.id": CLIENT_ID, **dict(self.settings),
-                "bootstrap.servers": self.bootstrap, "log_level": 2, **(own or {})}
+                "bootstrap.servers": self.bootstrap, "log_level": 2, **(own or {}),
+                **NO_AUTO_CREATE}
         if diagnosis is not None:
             conf["error_cb"] = diagnosis
         return conf
@@ -124,6 +132,7 @@ class KafkaEndpoint:
         if "SSL" in protocol:
             out.update(self._ssl(s))
         out["client.id"] = s.get("client.id", CLIENT_ID)
+        out["allow.auto.create.topics"] = "false"
         for key in s:
             if key in handled or key in LIBRDKAFKA_ONLY:
                 continue

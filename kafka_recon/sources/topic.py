@@ -52,6 +52,17 @@ class TopicDenied(TopicError):
     """The principal may not describe the topic (DESCRIBE on Topic:<topic>)."""
 
 
+class TopicMissing(TopicError):
+    """The cluster has no such topic (a rename, a typo, a deletion): a configuration fact that
+    makes a run inconclusive, never a loss of every record (and never a topic created by
+    asking, `kafka_client.NO_AUTO_CREATE`)."""
+
+    def __init__(self, topic: str, where: str, detail: str = "") -> None:
+        self.topic = topic
+        super().__init__(f"topic '{topic}' does not exist on the cluster ({where})"
+                         + (f": {detail}" if detail else ""))
+
+
 class Client:
     """A confluent-kafka client of an endpoint, with what its error callback heard."""
 
@@ -117,9 +128,8 @@ def topic_metadata(client: Client, topic: str, settle_s: float = 10.0,
             raise TopicDenied(f"{ep.where}: not authorised to describe topic '{topic}' "
                               f"(missing ACL: DESCRIBE on Topic:{topic})")
         if time.monotonic() > deadline:
-            raise TopicError(f"topic '{topic}' does not exist on {ep.where}"
-                             + (f" ({tmd.error.str()})" if tmd is not None and tmd.error
-                                else ""))
+            raise TopicMissing(topic, ep.where, tmd.error.str() if tmd is not None and tmd.error
+                               else "")
         time.sleep(0.3)
 
 
@@ -136,7 +146,7 @@ def topic_exists(ep: KafkaEndpoint, topic: str) -> bool:
     there without a leader for the moment is there."""
     from confluent_kafka import KafkaError, KafkaException
 
-    with Client(ep, "consumer", **{"allow.auto.create.topics": False}) as client:
+    with Client(ep, "consumer") as client:
         try:
             md = client.handle.list_topics(topic, timeout=TIMEOUT_S)
         except KafkaException as exc:

@@ -28,8 +28,23 @@ def ep(**settings: str) -> KafkaEndpoint:
 def test_plaintext_needs_nothing_but_the_bootstrap() -> None:
     assert KafkaEndpoint("b1:9092").java() == {"bootstrap.servers": "b1:9092",
                                                "security.protocol": "PLAINTEXT",
-                                               "client.id": "kafka-recon"}
+                                               "client.id": "kafka-recon",
+                                               "allow.auto.create.topics": "false"}
     assert KafkaEndpoint("b1:9092").spark_options()["kafka.bootstrap.servers"] == "b1:9092"
+
+
+def test_no_client_may_have_a_topic_created_by_asking_whatever_the_connection_says() -> None:
+    # a broker auto-creates a topic a client asks about (auto.create.topics.enable defaults to
+    # true): every client kafka-recon opens, in either spelling, refuses to let it
+    asking = ep(**{"allow.auto.create.topics": "true"})
+    assert asking.librdkafka()["allow.auto.create.topics"] is False
+    assert asking.librdkafka({"allow.auto.create.topics": True})["allow.auto.create.topics"] \
+        is False
+    assert asking.java()["allow.auto.create.topics"] == "false"
+    assert asking.spark_options()["kafka.allow.auto.create.topics"] == "false"
+    # a connection's own value is kafka-recon's to set, never passed on
+    assert "allow.auto.create.topics" not in split_settings(
+        {"allow.auto.create.topics": True, "acks": "all"}, "conn")[0]
 
 
 def test_every_client_is_named_kafka_recon_for_a_broker_quota_unless_the_connection_says() -> None:

@@ -302,6 +302,8 @@ public final class KafkaWindowSource implements TableProvider {
       conf.put("value.deserializer",
           "org.apache.kafka.common.serialization.ByteArrayDeserializer");
       conf.put("enable.auto.commit", "false");
+      // a monitor never changes the cluster it watches: asking about a topic must not create it
+      conf.put("allow.auto.create.topics", "false");
       conf.put("auto.offset.reset", "none");
       conf.put("group.id", required(options, "groupid"));
       consumer = new KafkaConsumer<>(conf);
