@@ -5,7 +5,8 @@ great_expectations.
 What fails and what retries: a window with findings, or an inconclusive one, fails its run at
 once (`report`, whose validation fails, and `verdict`: AirflowFailException, never retried: a
 retry would read the same answer); an error that may pass on a retry (a broker, database or
-SMTP server that cannot be reached) is retried with backoff.
+SMTP server that cannot be reached, a transaction still open on the window's partitions) is
+retried with backoff; a topic that does not exist is not.
 """
 
 from __future__ import annotations
@@ -29,11 +30,19 @@ def stage(flow: str, start: str, end: str) -> str:
     """Step 1 in one task: every SQL and Flume tier and the topic staged side by side, each in
     a thread, then stage.json. One task, not one per tier: a task start cost a window seconds
     of a worker's CPU whatever the tier held (docs/performance.md, "A window's tasks"); the
-    journal still says which tier failed."""
+    journal still says which tier failed. A topic that does not exist fails it at once: a
+    configuration fact (a rename, a typo), which a retry would only find again."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     from kafka_recon import orchestrate
+    from kafka_recon.errors import one_line
+    from kafka_recon.sources.topic import TopicMissing
 
     run = held_run(flow, start, end)
-    orchestrate.stage(run, side_by_side=True)
+    try:
+        orchestrate.stage(run, side_by_side=True)
+    except TopicMissing as exc:
+        raise AirflowFailException(one_line(exc)) from None
     return str(run.out)
 
 

@@ -8,6 +8,12 @@ on unpausing, whose sink lost three rows, fails at once (no retry, though the sh
 are on) and its mail names exactly those ids; a later one, scheduled while the test watches,
 waits deferred in the triggerer and ends ok with every record of the window in every tier.
 Every setting is the shipped default except the flow's window, grace and disorder.
+
+The same flow config holds two flows that are wrong, as a shared config does: one whose
+tolerance is mistyped (an import error naming its field, no DAG) and one whose topic the
+cluster does not have (each window inconclusive, naming it; the topic never created). Neither
+touches the healthy flow's windows above, and the Reconciliation page shows the valid flows
+and lists the invalid one apart.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ pytestmark = pytest.mark.integration
 
 FLOW = "live"
 DAG = f"recon__{FLOW}"
+# beside it in the flow config: a flow whose topic the cluster does not have (a rename), and a
+# flow whose tolerance is mistyped
+RENAMED, MISSING_TOPIC = "renamed", "live_orders_v2"
+INVALID = "n_invalid"
 # 2 minutes: the shortest window whose run (about 90 s of Spark on a busy 2-core machine) ends
 # before the next window's closes and its run starts; the two windows take make test about 4
 # minutes (a third, once watched here, cost two more and proved nothing the two do not).
@@ -82,10 +92,10 @@ class Live:
     def task(self, run_id: str, task_id: str) -> dict[str, Any]:
         return dict(self.api(f"/dags/{DAG}/dagRuns/{run_id}/taskInstances/{task_id}"))
 
-    def result(self, run: dict[str, Any]) -> dict[str, Any]:
+    def result(self, run: dict[str, Any], flow: str = FLOW) -> dict[str, Any]:
         start, end = _when(run["data_interval_start"]), _when(run["data_interval_end"])
         folder = f"{start:%Y-%m-%dT%H%M%SZ}_{end:%Y-%m-%dT%H%M%SZ}"
-        return dict(json.loads((self.work / "runs" / FLOW / folder / "result.json")
+        return dict(json.loads((self.work / "runs" / flow / folder / "result.json")
                                .read_text()))
 
 
@@ -96,7 +106,13 @@ def live(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFa
     mail = MailCatcher(work / "mail").start()
     pipeline = LivePipeline(work / "pipeline", kafka.bootstrap, topic="live_orders")
     config = work / "flows.yaml"
-    config.write_text(pipeline.flow_yaml(FLOW, window="2m", grace="60s", disorder="10s"))
+    healthy = pipeline.flow_yaml(FLOW, window="2m", grace="60s", disorder="10s")
+    renamed = healthy.split("flows:\n", 1)[1].replace(f"  {FLOW}:", f"  {RENAMED}:", 1) \
+        .replace(f'topic: "{pipeline.topic}"', f'topic: "{MISSING_TOPIC}"')
+    invalid = healthy.split("flows:\n", 1)[1].replace(f"  {FLOW}:", f"  {INVALID}:", 1) \
+        .replace("    replays: 2\n", "    replays: 2\n    tolerance: {loss: 150%}\n")
+    assert MISSING_TOPIC in renamed and "150%" in invalid
+    config.write_text(healthy + renamed + invalid)
     servers = AirflowServers(
         work / "airflow",
         airflow_env(work / "airflow", smtp_port=mail.port, extra={
@@ -120,6 +136,7 @@ def live(kafka: KafkaCluster, postgres: Any, tmp_path_factory: pytest.TempPathFa
         pipeline.start(prefill=[(w, w + WINDOW, PREFILLED) for w in prefilled])
         lost = {w: _lose_in_sink(pipeline, w, w + WINDOW) for w in prefilled}
         servers.unpause(DAG)
+        servers.unpause(f"recon__{RENAMED}")
         yield Live(work, servers, pipeline, lost, watched)
     finally:
         servers.stop()
@@ -214,3 +231,46 @@ def test_a_window_whose_sink_lost_rows_fails_at_once_and_mails_the_ids(
     [mail] = [m for m in read_maildir(live.work / "mail") if m["Subject"] == subject]
     [ids] = list(mail.iter_attachments())
     assert sorted(int(i) for i in ids.get_content().split()[1:]) == live.lost[start]
+
+
+def test_a_bad_flow_and_a_missing_topic_stay_their_own_flows_problems(
+        live: Live, windows: dict[str, Any], kafka: KafkaCluster) -> None:
+    """The healthy flow's windows above had their verdicts with these two beside it; here,
+    what became of the two."""
+    # the mistyped flow: an import error naming its field, and no DAG
+    errors = live.api("/importErrors")["import_errors"]
+    assert any(f"flow '{INVALID}'" in e["stack_trace"] and "field 'tolerance.loss'"
+               in e["stack_trace"] for e in errors), errors
+    assert live.airflow.api("GET", f"/dags/recon__{INVALID}")[0] == 404
+    # the renamed topic: its windows end inconclusive, naming the topic; it is never created
+    deadline = time.monotonic() + 6 * 60
+    while not (done := [r for r in live.api(f"/dags/recon__{RENAMED}/dagRuns?limit=50")
+                        ["dag_runs"] if r["state"] in ("success", "failed")]):
+        assert time.monotonic() < deadline, "no window of the renamed flow ended"
+        time.sleep(2)
+    result = live.result(done[0], RENAMED)
+    assert result["status"] == "inconclusive" and not result["findings"], result
+    assert f"topic '{MISSING_TOPIC}' does not exist on the cluster" in result["reasons"][0]
+    from confluent_kafka.admin import AdminClient
+
+    assert MISSING_TOPIC not in AdminClient({"bootstrap.servers": kafka.bootstrap}) \
+        .list_topics(timeout=15).topics
+    # the page: every valid flow, and the invalid one apart with its field
+    import urllib.request
+
+    req = urllib.request.Request(f"{live.airflow.url}/recon/api/grid?span=24h",
+                                 headers={"Authorization": f"Bearer {live.token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        grid = json.loads(resp.read())
+    assert grid["problem"] is None
+    assert {f["flow"] for f in grid["flows"]} == {FLOW, RENAMED}
+    # the renamed flow's cell says why, as its mail does
+    [row] = [f for f in grid["flows"] if f["flow"] == RENAMED]
+    assert any(f"topic '{MISSING_TOPIC}' does not exist" in said
+               for said in row["said"].values()), row
+    mails = [m for m in read_maildir(live.work / "mail")
+             if m["Subject"].startswith(f"INCONCLUSIVE {RENAMED}")]
+    assert mails and f"topic '{MISSING_TOPIC}' does not exist on the cluster" in \
+        mails[0].get_body(("plain",)).get_content()
+    [bad] = grid["invalid"]
+    assert bad["flow"] == INVALID and bad["fields"][0][0] == "tolerance.loss", bad
