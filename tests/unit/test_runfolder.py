@@ -173,3 +173,22 @@ def test_staging_side_by_side_runs_every_part_then_raises_the_source_that_failed
     with pytest.raises(SourceUnreadable, match="warehouse"):
         orchestrate.stage(run, side_by_side=True)
     assert sorted(ran) == sorted([*orchestrate.staged_tiers(run.flow), "topic"])
+
+
+def test_a_topic_deleted_during_the_window_says_what_the_recorder_saw(
+        run: orchestrate.Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_recon.cluster import snapshots
+    from kafka_recon.runfiles.flight import Flight, Timeline
+
+    tier = run.flow.topic_tier.name
+    seen = Timeline(snapshots=4, first=START, last="2026-11-20T06:15:00Z")
+    monkeypatch.setattr(snapshots, "flight_over",
+                        lambda flow, window: Flight(topics={tier: seen}))
+    said = orchestrate._last_seen(run, tier)
+    assert said.startswith("it was deleted during the window (topic_deleted): the flight "
+                           f"recorder saw it in 4 snapshot(s) from {START} to "
+                           "2026-11-20T06:15:00Z, and not since")
+    # seen only before the window: a topic missing all along, said as such
+    monkeypatch.setattr(snapshots, "flight_over", lambda flow, window: Flight(topics={
+        tier: Timeline(snapshots=2, first="2026-11-18T00:00:00Z", last="2026-11-19T00:00:00Z")}))
+    assert orchestrate._last_seen(run, tier) == ""
