@@ -45,11 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     from kafka_recon.config import KafkaTier, SqlTier, load_flow
     from kafka_recon.settings import spark_jars
     from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.topic import GROUP_PREFIX
+    from kafka_recon.sources.topic import GROUP_PREFIX, read_ranges
     from kafka_recon.spark.read import read_sql_tier
     from kafka_recon.spark.replay import (
         extract_records,
-        read_ranges,
         read_window,
         window_schemas,
     )

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from upath import UPath
 
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
+
 
 @dataclass(frozen=True)
 class Run:
@@ -228,6 +230,7 @@ def stage_topic(run: Run) -> None:
                 preflight.check(at, each.topic, each.consumer_groups)
             except TopicMissing as exc:
                 raise TopicMissing(each.topic, at.where, _last_seen(run, each.name)) from exc
+            _wait_for_transactions(run, each, at)
         # each connector as its Connect cluster shows it (one that does not answer is kept
         # as such: a cause says so, the run goes on); the audit reads their configs
         connectors = None
@@ -246,6 +249,23 @@ def stage_topic(run: Run) -> None:
         from kafka_recon.outputs.bands import bands_over
 
         run.folder.write(bands_over(run.flow, run.window))
+
+
+def _wait_for_transactions(run: Run, tier: KafkaTier, ep: KafkaEndpoint) -> None:
+    """Wait, within `transaction_wait_seconds`, for the transactions open on the partitions of
+    the window's read to end: a read_committed read stops at the first of them, and the
+    window's committed records after it would look lost. Still open: TransactionOpen, naming
+    each (an inconclusive run, cause `open_transaction`)."""
+    from kafka_recon.cluster.transactions import TransactionOpen, named, wait_for_stable
+    from kafka_recon.settings import transaction_wait_seconds
+    from kafka_recon.sources.topic import read_ranges
+
+    began = time.monotonic()
+    blocked = wait_for_stable(ep, tier.topic, read_ranges(ep, run.flow, tier, run.window),
+                              transaction_wait_seconds())
+    if blocked:
+        raise TransactionOpen(tier.topic, named(ep, tier.topic, blocked),
+                              time.monotonic() - began)
 
 
 def _last_seen(run: Run, tier: str) -> str:

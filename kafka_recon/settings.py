@@ -88,6 +88,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting('KAFKA_RECON_LEASE_SECONDS', 'lease_seconds',
             '300',
             "how long a window's lease outlives its holder's last heartbeat"),
+    Setting('KAFKA_RECON_TRANSACTION_WAIT_SECONDS', 'transaction_wait_seconds', '60',
+            "how long staging waits for an open transaction holding back a window's read; "
+            'then the run is inconclusive, naming it'),
     Setting('KAFKA_RECON_REPLAY_SLOTS', 'replay_slots',
             '2',
             "replays at once against one Kafka cluster (its Airflow pool's size)"),
@@ -367,6 +370,13 @@ def lease_seconds() -> int:
     return _setting_count("KAFKA_RECON_LEASE_SECONDS", "lease_seconds", 300, 10)
 
 
+def transaction_wait_seconds() -> int:
+    """How long staging waits for the transactions open on a window's partitions to end before
+    the run is inconclusive, naming them (kafka_recon.cluster.transactions)."""
+    return _setting_count("KAFKA_RECON_TRANSACTION_WAIT_SECONDS", "transaction_wait_seconds",
+                          60, 0)
+
+
 def replay_slots() -> int:
     """How many replays may read one Kafka cluster at once (the size of its Airflow pool)."""
     return _setting_count("KAFKA_RECON_REPLAY_SLOTS", "replay_slots", 2, 1)
@@ -494,6 +504,25 @@ def spark_jars(lake: bool = False, objects: bool | None = None) -> list[str]:
         objects = runs_remote()
     return [str(j) for j in jars] + (object_store_jars() if objects else []
                                      ) + (lake_jars() if lake else [])
+
+
+def admin_command() -> list[str]:
+    """The command that runs a class of kafka-recon's jar with the Kafka client beside it (the
+    Admin API calls confluent-kafka lacks, `kafka_recon.cluster.transactions`): the Java of
+    JAVA_HOME, else the one on the PATH; the Kafka client's logging API from PySpark's jars."""
+    import shutil
+
+    import pyspark
+
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise MissingJarsError("java not found: set JAVA_HOME or put a JDK 17 on the PATH "
+                               "(Spark needs one too)")
+    ours = [j for j in spark_jars() if "kafka-clients" in j or j.endswith(READER_JAR)]
+    logging = sorted((Path(pyspark.__file__).parent / "jars").glob("slf4j-api-*.jar"))
+    return [java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx128m", "-cp",
+            os.pathsep.join([*ours, *map(str, logging)])]
 
 
 def object_store_jars() -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka_recon.cluster.transactions import OpenTransaction
 from kafka_recon.config import ClientProps, Flow, KafkaTier
 from kafka_recon.errors import ConfigError
 from kafka_recon.runfiles.audit import Audit, Risk
@@ -51,6 +52,8 @@ class Facts:
     producer: dict[str, str] | None           # None: the flow declares no producer settings
     consumer: dict[str, str] | None
     skipped: list[str] = field(default_factory=list)  # ACLs the principal lacks: facts unread
+    transactions: list[OpenTransaction] = field(default_factory=list)  # open on the topic
+    now_ms: int = 0                           # when the facts were read
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,23 @@ def _below_min_isr(f: Facts) -> list[Hit]:
             for p in f.partitions if len(p["isr"]) < _min_isr(f)]
 
 
+# the broker's longest transaction timeout by default (transaction.max.timeout.ms): a
+# transaction whose own timeout could not be read is hanging past it
+MAX_TRANSACTION_MS = 900_000
+
+
+def _hanging(f: Facts) -> list[Hit]:
+    hits = []
+    for t in f.transactions:
+        limit = t.timeout_ms or MAX_TRANSACTION_MS
+        age = f.now_ms - (t.started_ms if t.started_ms is not None else t.last_timestamp_ms)
+        if age > limit:
+            hits.append(Hit(f"partition {t.partition}: {t.text()}; open {age // 1000} s",
+                            f"ended within its timeout ({limit // 1000} s)",
+                            f"partition {t.partition}"))
+    return hits
+
+
 def _no_leader(f: Facts) -> list[Hit]:
     return [Hit(f"partition {p['id']}: no leader", "a leader", f"partition {p['id']}")
             for p in f.partitions if p["leader"] is None or p["leader"] < 0]
@@ -276,6 +296,13 @@ RULES: list[Rule] = [
          "A partition without a leader is offline: nothing can be written or read.",
          "Restart the partition's replicas; do not enable unclean election to force it.",
          _no_leader),
+    Rule("H4-hanging-transaction", "health", "write", "high", "000",
+         "A transaction open past its timeout holds every read_committed reader (the sinks, "
+         "the replay) at its first offset: nothing after it is consumed, and a window whose "
+         "read reaches it is not judged (open_transaction).",
+         "Abort it (kafka-transactions.sh --bootstrap-server ... abort --topic T --partition P "
+         "--start-offset N; `find-hanging` lists them), then find why its producer neither "
+         "committed nor aborted.", _hanging),
 ]
 ACL_COSTS = {
     "Topic": "the topic's own settings (replication, min.insync.replicas, retention, sizes) "
@@ -318,6 +345,7 @@ DOCS = {
     "H1-under-replicated": "#replication",
     "H2-below-min-isr": "#topicconfigs_min.insync.replicas",
     "H3-no-leader": "#replication",
+    "H4-hanging-transaction": "#producerconfigs_transaction.timeout.ms",
     "A1-audit-incomplete": "#security_authz",
     "M1-mirror-acks": "#georeplication",
     "M2-errors-tolerance": "#georeplication",
@@ -497,11 +525,28 @@ def gather_facts(tier: KafkaTier, base: Path, now_ms: int | None = None,
     except (KafkaException, concurrent.futures.TimeoutError) as exc:
         raise TopicError(f"topic '{tier.topic}' on {ep.where}: "
                          f"{exc or 'no answer'}") from exc
-    groups = _group_facts(tier, ep, [p["id"] for p in partitions],
-                          now_ms or int(time.time() * 1000))
+    now_ms = now_ms or int(time.time() * 1000)
+    parts = [p["id"] for p in partitions]
+    groups = _group_facts(tier, ep, parts, now_ms)
     return Facts(tier.topic, partitions, topic_cfg, broker_cfg, groups,
                  client_settings(tier.producer, tier.producer_properties, base),
-                 client_settings(tier.consumer, tier.consumer_properties, base), skipped)
+                 client_settings(tier.consumer, tier.consumer_properties, base), skipped,
+                 _transactions(tier, ep, parts), now_ms)
+
+
+def _transactions(tier: KafkaTier, ep: KafkaEndpoint, parts: list[int]
+                  ) -> list[OpenTransaction]:
+    """The transactions open on the topic (the Admin API asked only where a partition's last
+    stable offset lags its high watermark; none when it cannot be asked)."""
+    from kafka_recon.cluster.transactions import open_transactions, stable_offsets
+
+    held = [p for p, (lso, hw) in stable_offsets(ep, tier.topic, parts).items() if lso < hw]
+    if not held:
+        return []
+    try:
+        return open_transactions(ep, tier.topic, held)
+    except TopicError:
+        return []
 
 
 def audit_flow(flow: Flow, config_dir: Path, ep: KafkaEndpoint | None = None,

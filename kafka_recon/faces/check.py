@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_recon.config import Flow, FlumeTier, KafkaTier, SqlTier, TableTier, load_flows_partial
 from kafka_recon.errors import ReconError, UsageError, one_line
 from kafka_recon.window import Window, iso_z
+
+if TYPE_CHECKING:
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
+    from kafka_recon.sources.topic import PartitionRange
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -67,12 +71,14 @@ def _kafka(tier: KafkaTier, window: Window) -> list[str]:
     # reached, authenticated, every ACL: the run's own preflight and its message
     preflight.check(ep, tier.topic, tier.consumer_groups)
     ranges = window_offsets(ep, tier.topic, Window.millis(window.start),
-                            Window.millis(window.closes_at))
+                            Window.millis(window.closes_at), verify_end=True)
     lines = [f"topic '{tier.topic}' on {ep.where}: {len(ranges)} partition(s), "
              f"{sum(r.end - r.start for r in ranges)} record(s) in the window (offsets, "
              "not yet replayed)"]
     lines += [f"  partition {r.partition}: log {r.log_start}..{r.high_watermark}, "
-              f"window {r.start}..{r.end} ({r.end - r.start})" for r in ranges]
+              f"window {r.start}..{r.end} ({r.end - r.start})"
+              + (f": {r.why}" if r.why else "") for r in ranges]
+    lines += _transactions(ep, tier, ranges)
     if tier.schema_registry:
         from kafka_recon.sources.registry import client
 
@@ -80,6 +86,29 @@ def _kafka(tier: KafkaTier, window: Window) -> list[str]:
         lines.append(f"schema registry {tier.schema_registry}: answers, "
                      f"{len(subjects)} subject(s)")
     return lines
+
+
+def _transactions(ep: KafkaEndpoint, tier: KafkaTier, ranges: list[PartitionRange]
+                  ) -> list[str]:
+    """The transactions open on the topic, each named; TransactionOpen when one holds back the
+    window's read (its run would be inconclusive)."""
+    from kafka_recon.cluster.transactions import (
+        TransactionOpen,
+        blocked_partitions,
+        named,
+        open_transactions,
+        stable_offsets,
+    )
+
+    if blocked := blocked_partitions(ep, tier.topic, ranges):
+        raise TransactionOpen(tier.topic, named(ep, tier.topic, blocked))
+    held = [p for p, (lso, hw) in stable_offsets(ep, tier.topic,
+                                                 [r.partition for r in ranges]).items()
+            if lso < hw]
+    if not held:
+        return []
+    return [f"  open transaction, after the window: partition {t.partition}: {t.text()}"
+            for t in open_transactions(ep, tier.topic, held)]
 
 
 def _sql(flow: Flow, tier: SqlTier, window: Window) -> list[str]:

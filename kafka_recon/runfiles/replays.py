@@ -15,6 +15,9 @@ class OffsetRange(Part):
     log_start: int
     high_watermark: int
     first_timestamp: int | None = None
+    # why the range ends where it does, when not at the first offset stamped after its end: it
+    # was carried to the last stable offset (transaction markers, out-of-order timestamps)
+    why: str | None = None
 
 
 class FirstRead(Part):

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_recon.errors import TopicError
 from kafka_recon.sources.kafka_client import Diagnosis, KafkaEndpoint
+
+if TYPE_CHECKING:
+    from kafka_recon.config import Flow, KafkaTier
+    from kafka_recon.window import Window
 
 TIMEOUT_S = 15.0
 NO_COMMIT = -1001  # librdkafka's OFFSET_INVALID: the group never committed this partition
@@ -26,6 +30,9 @@ class PartitionRange:
     log_start: int        # earliest offset still on the broker
     high_watermark: int
     first_timestamp: int | None = None  # ms, of the record at log_start when log_start > 0
+    # why the range ends where it does when not where the time lookup said: it was carried to
+    # the readable end of the log (transaction markers, out-of-order timestamps)
+    why: str | None = None
 
 
 # the prefix of every group id kafka-recon's clients use (docs/cluster.md, "The preflight, and
@@ -175,8 +182,51 @@ def _first_timestamp(consumer: Any, topic: str, partition: int, offset: int) -> 
         consumer.unassign()
 
 
-def window_offsets(ep: KafkaEndpoint, topic: str, start_ms: int,
-                   end_ms: int) -> list[PartitionRange]:
+def _verified_end(consumer: Any, topic: str, partition: int, end: int, high: int,
+                  end_ms: int) -> tuple[int, str | None]:
+    """The end the time lookup found (`end`, the first offset stamped at or after `end_ms`),
+    checked against the first record a read_committed reader meets from it.
+
+    The lookup cannot be trusted past a transaction marker (a control batch stamped with the
+    broker's clock, not the producer's) or an out-of-order timestamp (a backfill stamped with
+    event times, a skewed clock): records after it may be stamped before `end_ms`. When the
+    first readable record from `end` is stamped before `end_ms`, or nothing but markers and
+    aborted records lie between `end` and `high` (the last stable offset), the range runs to
+    `high`, and says why."""
+    import time
+
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition(topic, partition, end)])
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                ts = int(msg.timestamp()[1])
+                if ts >= end_ms:
+                    return end, None
+                return high, (f"the first record read from offset {end}, the end found by "
+                              f"timestamp, is at offset {msg.offset()} and stamped before it "
+                              "(transaction markers or out-of-order timestamps): read to the "
+                              f"last stable offset {high}")
+            [at] = consumer.position([TopicPartition(topic, partition)])
+            if at.offset >= high:
+                return high, (f"only transaction markers or aborted records from offset {end} "
+                              f"(the end found by timestamp) to the last stable offset {high}: "
+                              "read to it")
+        return high, (f"no record could be read from offset {end} within {TIMEOUT_S:.0f} s: "
+                      f"read to the last stable offset {high}")
+    finally:
+        consumer.unassign()
+
+
+def window_offsets(ep: KafkaEndpoint, topic: str, start_ms: int, end_ms: int,
+                   verify_end: bool = False) -> list[PartitionRange]:
+    """Each partition's offsets from the first record stamped at or after `start_ms` to the
+    first stamped at or after `end_ms` (a read_committed view: the high watermark is the last
+    stable offset). `verify_end`: each end checked against the records after it
+    (`_verified_end`), as a replay's read must be."""
     from confluent_kafka import KafkaException, TopicPartition
 
     client = Client(ep)
@@ -193,13 +243,29 @@ def window_offsets(ep: KafkaEndpoint, topic: str, start_ms: int,
                                                        timeout=TIMEOUT_S, cached=False)
             first = _first_timestamp(consumer, topic, p, low) if low > 0 and low < high else None
             # -1: no record at or after that time, so the range runs to the log end
-            out.append(PartitionRange(p, high if s.offset < 0 else s.offset,
-                                      high if e.offset < 0 else e.offset, low, high, first))
+            end, why = high if e.offset < 0 else e.offset, None
+            if verify_end and end < high:
+                end, why = _verified_end(consumer, topic, p, end, high, end_ms)
+            out.append(PartitionRange(p, high if s.offset < 0 else s.offset, end, low, high,
+                                      first, why))
         return out
     except KafkaException as exc:
         raise TopicError(f"topic '{topic}' on {ep.where}: {exc}") from exc
     finally:
         client.close()
+
+
+def read_ranges(ep: KafkaEndpoint, flow: Flow, tier: KafkaTier, window: Window
+                ) -> list[PartitionRange]:
+    """The offsets a replay reads: the topic's window, closing at its own grace, widened on
+    both sides by the flow's disorder margin (found by Kafka timestamp)."""
+    from dataclasses import replace
+
+    from kafka_recon.window import Window
+
+    window = replace(window, grace=flow.grace_of(tier))
+    return window_offsets(ep, tier.topic, Window.millis(window.start - flow.disorder),
+                          Window.millis(window.closes_at + flow.disorder), verify_end=True)
 
 
 def retention_cut(ranges: list[PartitionRange], start_ms: int) -> list[int]:

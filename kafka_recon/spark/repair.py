@@ -172,10 +172,9 @@ def _count_and_hash(df: DataFrame) -> tuple[int, str]:
 def _from_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
                 lost: DataFrame) -> DataFrame:
     from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.topic import GROUP_PREFIX
+    from kafka_recon.sources.topic import GROUP_PREFIX, read_ranges
     from kafka_recon.spark.replay import (
         extract_records,
-        read_ranges,
         read_window,
         window_schemas,
     )

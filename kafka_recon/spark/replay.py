@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -221,7 +222,7 @@ def arrived(start: datetime, closes_at: datetime) -> Column:
 
 def summarize(records: DataFrame, start: datetime, end: datetime,
               closes_at: datetime | None = None, margin: timedelta = timedelta(0),
-              distinct: bool = True) -> DataFrame:
+              distinct: bool = True, to_log_end: Sequence[int] = ()) -> DataFrame:
     """One row: records read, records of the window, distinct ids, unidentifiable, fingerprint,
     `out_of_order`, and, when the records carry it, the sum of their `digest`s.
 
@@ -250,7 +251,8 @@ def summarize(records: DataFrame, start: datetime, end: datetime,
         F.count(F.when(~identifiable & arrived(start, closes_at), 1)).alias("unidentifiable"),
         hash_sum(F.when(in_window, F.xxhash64("id"))).alias("fingerprint"),
         F.count(F.when((F.col("kafka_ts") < F.lit(start - margin))
-                       | (F.col("kafka_ts") >= F.lit(closes_at + margin)), 1)
+                       | ((F.col("kafka_ts") >= F.lit(closes_at + margin))
+                          & ~F.col("partition").isin(list(to_log_end))), 1)
                 ).alias("out_of_order"),
         *([hash_sum(F.col("digest")).alias("digest")] if "digest" in records.columns else []),
     )
@@ -370,20 +372,6 @@ def run(spark: SparkSession, flow: Flow, window: Window, folder: RunFolder,
     return Replays(topics=topics), records
 
 
-def read_ranges(ep: KafkaEndpoint, flow: Flow, tier: KafkaTier, window: Window
-                ) -> list[PartitionRange]:
-    """The offsets a replay reads: the topic's window, closing at its own grace, widened on
-    both sides by the flow's disorder margin (found by Kafka timestamp)."""
-    from dataclasses import replace
-
-    from kafka_recon.sources.topic import window_offsets
-    from kafka_recon.window import Window
-
-    window = replace(window, grace=flow.grace_of(tier))
-    return window_offsets(ep, tier.topic, Window.millis(window.start - flow.disorder),
-                          Window.millis(window.closes_at + flow.disorder))
-
-
 @dataclass(frozen=True)
 class _Reads:
     """How one topic's window is read, replay after replay."""
@@ -418,8 +406,8 @@ class _Reads:
     def summarised(self, records: DataFrame, distinct: bool = True) -> dict[str, Any]:
         # an aggregate always yields exactly one row; the exact decimal sums as text
         w = self.window
-        row = summarize(records, w.start, w.end, w.closes_at, self.flow.disorder,
-                        distinct).collect()[0].asDict()
+        row = summarize(records, w.start, w.end, w.closes_at, self.flow.disorder, distinct,
+                        [r.partition for r in self.ranges if r.why]).collect()[0].asDict()
         return {k: _text(v) if k in ("fingerprint", "digest") else v for k, v in row.items()}
 
 
@@ -437,8 +425,9 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     from dataclasses import replace
 
     from kafka_recon.cluster.mirror import mirror_commits
+    from kafka_recon.cluster.transactions import TransactionOpen, blocked_partitions, named
     from kafka_recon.sources.kafka_client import endpoint
-    from kafka_recon.sources.topic import as_json, committed_offsets, window_offsets
+    from kafka_recon.sources.topic import as_json, committed_offsets, read_ranges, window_offsets
     from kafka_recon.spark.repair_topic import repaired_of
     from kafka_recon.window import Window
 
@@ -449,6 +438,10 @@ def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Windo
     ranges = window_offsets(ep, tier.topic, Window.millis(window.start),
                             Window.millis(window.closes_at))
     read = read_ranges(ep, flow, tier, window)
+    # staging waited for the transactions open on the window's partitions; one open now holds
+    # back records of the window (a read_committed read stops at it): not judged, named
+    if blocked := blocked_partitions(ep, tier.topic, read):
+        raise TransactionOpen(tier.topic, named(ep, tier.topic, blocked))
     # the shuffles sized for the largest thing counted: this topic's records, if more
     apply_defaults(spark, sum(r.end - r.start for r in read), grow_only=True)
     committed = committed_offsets(ep, tier.topic, tier.consumer_groups,

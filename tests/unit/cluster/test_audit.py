@@ -6,12 +6,14 @@ Removing a rule from RULES makes its test fail: the test looks the rule up by id
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafka_recon.cluster.audit import RULES, Facts, client_settings, evaluate, read_properties
+from kafka_recon.cluster.transactions import OpenTransaction
 from kafka_recon.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -55,6 +57,30 @@ def test_client_rules_are_not_guessed_when_no_client_settings_are_declared() -> 
     assert fired(changed(producer=None, consumer=None)) == set()
 
 
+NOW_MS = 1_800_000_000_000
+# open 20 minutes with a 10-minute timeout: the broker should have aborted it long ago
+HANGING = OpenTransaction(partition=2, producer_id=7, producer_epoch=0, first_offset=400,
+                          last_timestamp_ms=NOW_MS - 1_190_000, transactional_id="etl-1",
+                          state="Ongoing", timeout_ms=600_000, started_ms=NOW_MS - 1_200_000)
+
+
+def test_a_transaction_is_hanging_only_past_its_own_timeout_or_the_brokers_longest() -> None:
+    young = dataclasses.replace(HANGING, started_ms=NOW_MS - 300_000)
+    assert "H4-hanging-transaction" not in fired(changed(transactions=[young], now_ms=NOW_MS))
+    [hit] = [f for f in evaluate(changed(transactions=[HANGING], now_ms=NOW_MS))
+             if f.rule == "H4-hanging-transaction"]
+    assert hit.where == "partition 2" and "transactional id 'etl-1'" in hit.observed
+    assert "open 1200 s" in hit.observed and "from offset 400" in hit.observed
+    assert not hit.blocking  # the run's own check names one that holds back its window
+    # a timeout that could not be read: the broker's longest default, 15 minutes
+    unknown = dataclasses.replace(HANGING, transactional_id=None, timeout_ms=None,
+                                  started_ms=None, last_timestamp_ms=NOW_MS - 600_000)
+    assert "H4-hanging-transaction" not in fired(changed(transactions=[unknown],
+                                                         now_ms=NOW_MS))
+    old = dataclasses.replace(unknown, last_timestamp_ms=NOW_MS - 1_000_000)
+    assert "H4-hanging-transaction" in fired(changed(transactions=[old], now_ms=NOW_MS))
+
+
 @pytest.mark.parametrize(("rule", "facts"), [
     ("P1-acks", lambda: changed(producer={**SAFE.producer, "acks": "1"})),  # type: ignore[dict-item]
     ("P2-idempotence", lambda: changed(producer={**SAFE.producer, "enable.idempotence": "false",  # type: ignore[dict-item]
@@ -86,6 +112,7 @@ def test_client_rules_are_not_guessed_when_no_client_settings_are_declared() -> 
         {"id": 0, "leader": None, "replicas": [1, 2, 3], "isr": [1, 2, 3]}])),
     ("A1-audit-incomplete", lambda: changed(
         skipped=["DESCRIBE_CONFIGS on Cluster:kafka-cluster"], broker_config=None)),
+    ("H4-hanging-transaction", lambda: changed(transactions=[HANGING], now_ms=NOW_MS)),
 ])
 def test_each_rule_fires_on_its_unsafe_setting(rule: str, facts: Any) -> None:
     found = [f for f in evaluate(facts()) if f.rule == rule]
