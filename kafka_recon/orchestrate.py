@@ -257,12 +257,18 @@ def _wait_for_transactions(run: Run, tier: KafkaTier, ep: KafkaEndpoint) -> None
     window's committed records after it would look lost. Still open: TransactionOpen, naming
     each (an inconclusive run, cause `open_transaction`)."""
     from kafka_recon.cluster.transactions import TransactionOpen, named, wait_for_stable
+    from kafka_recon.errors import TopicError
     from kafka_recon.settings import transaction_wait_seconds
     from kafka_recon.sources.topic import read_ranges
 
     began = time.monotonic()
-    blocked = wait_for_stable(ep, tier.topic, read_ranges(ep, run.flow, tier, run.window),
-                              transaction_wait_seconds())
+    try:
+        blocked = wait_for_stable(ep, tier.topic, read_ranges(ep, run.flow, tier, run.window),
+                                  transaction_wait_seconds())
+    except TopicError:
+        # the partitions' offsets cannot be read now (a partition without a leader): the audit
+        # names why, and the replay, which needs them, checks again
+        return
     if blocked:
         raise TransactionOpen(tier.topic, named(ep, tier.topic, blocked),
                               time.monotonic() - began)

@@ -540,12 +540,11 @@ def _transactions(tier: KafkaTier, ep: KafkaEndpoint, parts: list[int]
     stable offset lags its high watermark; none when it cannot be asked)."""
     from kafka_recon.cluster.transactions import open_transactions, stable_offsets
 
-    held = [p for p, (lso, hw) in stable_offsets(ep, tier.topic, parts).items() if lso < hw]
-    if not held:
-        return []
     try:
-        return open_transactions(ep, tier.topic, held)
-    except TopicError:
+        held = [p for p, (lso, hw) in stable_offsets(ep, tier.topic, parts).items()
+                if lso < hw]
+        return open_transactions(ep, tier.topic, held) if held else []
+    except TopicError:  # a partition without a leader: H3 names it
         return []
 
 
