@@ -210,8 +210,10 @@ def _flows() -> Configured:
         flows, errors = load_flows_partial(path)
         problem = f"the flow config cannot be read: {errors.pop('(file)')}" \
             if "(file)" in errors else None
-        invalid = [Invalid(name, list(e.fields) if isinstance(e, FlowInvalid) else
-                           [("(flow)", str(e))], str(e)) for name, e in sorted(errors.items())]
+        # pydantic's "Value error, " is its own word for a validator's message: not shown
+        invalid = [Invalid(name, [(f, m.removeprefix("Value error, ")) for f, m in e.fields]
+                           if isinstance(e, FlowInvalid) else [("(flow)", str(e))], str(e))
+                   for name, e in sorted(errors.items())]
         _read[path.as_posix()] = (stamp, Configured(flows, invalid, problem))
     return _read[path.as_posix()][1]
 
