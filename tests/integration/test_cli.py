@@ -136,7 +136,7 @@ def test_unreachable_broker_names_host_and_port(good: Scenario, tmp_path: Path) 
 
 def test_missing_topic(good: Scenario, tmp_path: Path) -> None:
     text = good.config.read_text().replace(good.topic, "no-such-topic")
-    assert "topic 'no-such-topic' does not exist on kafka at" in bad(tmp_path, text)
+    assert "topic 'no-such-topic' does not exist on the cluster (kafka at" in bad(tmp_path, text)
 
 
 def test_unreachable_database_names_host_and_port(good: Scenario, tmp_path: Path) -> None:

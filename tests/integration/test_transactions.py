@@ -154,3 +154,50 @@ def test_a_backfill_committed_in_transactions_now_is_read_whole_past_its_markers
     [read] = [r for r in replays["topics"][0]["read_offsets"] if r["partition"] == 0]
     assert read["end"] == read["high_watermark"] == 105, read  # 100 records, 5 markers
     assert "stamped before it" in read["why"] and "transaction markers" in read["why"], read
+
+
+def test_a_log_append_time_topic_with_transactions_reads_its_live_window_exactly(
+        tmp_path: Path, kafka: KafkaCluster, spark: Any) -> None:
+    """A topic whose timestamps are the broker's (`message.timestamp.type=LogAppendTime`): the
+    records, their markers and the records after the window are all stamped by one clock as
+    they arrive. A window open while they are written, one transaction aborted in it, reads
+    exactly: the aborted records lost on the write side, nothing else."""
+    from datetime import UTC, datetime
+
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    from kafka_recon import orchestrate
+
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    res = ConfigResource(ResourceType.TOPIC, scn.topic,
+                         set_config={"message.timestamp.type": "LogAppendTime"})
+    admin.alter_configs([res])[res].result(30)
+    # a window that is open now: grace and disorder of seconds, so that it closes soon
+    scn.config.write_text(scn.config.read_text().replace("grace: 10m",
+                                                         "grace: 5s\n    disorder: 5s"))
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
+    end = start + timedelta(seconds=60)
+    at = {i: start + timedelta(seconds=i) for i in range(1, 31)}
+    scn.upstream(at)
+    scn.sink([(i, t) for i, t in at.items() if i not in (11, 12, 13)])
+    producer = _transactional(kafka.bootstrap, f"lat-{uuid.uuid4().hex[:6]}")
+    for batch, abort in (((1, 11), False), ((11, 14), True), ((14, 31), False)):
+        producer.begin_transaction()
+        scn.produce([(i, at[i]) for i in range(*batch)], producer=producer)
+        (producer.abort_transaction if abort else producer.commit_transaction)(30)
+    time.sleep(max((end + timedelta(seconds=12) - datetime.now(UTC)).total_seconds(), 0))
+    # records after the window, stamped by the broker after its close
+    producer.begin_transaction()
+    scn.produce([(i, start + timedelta(seconds=70)) for i in range(100, 105)],
+                producer=producer)
+    producer.commit_transaction(30)
+    scn.out = tmp_path / "run"
+    run = orchestrate.load("f", start.isoformat(), end.isoformat(), scn.config, scn.out)
+    result = orchestrate.execute(run, spark, with_report=False).as_json()
+    assert findings(result) == [("loss", "write", "db->topic", 3)], (result["reasons"],
+                                                                    result["findings"])
+    [loss] = [f for f in result["findings"] if f["kind"] == "loss"]
+    assert scn.ids(loss["ids"]) == {11, 12, 13}
+    assert {t["name"]: t["count"] for t in result["tiers"]} == {"db": 30, "topic": 27,
+                                                               "sink": 27}
