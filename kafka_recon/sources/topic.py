@@ -8,7 +8,7 @@ markers and compaction leave gaps in offsets). Only metadata passes through here
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kafka_recon.errors import TopicError
@@ -182,41 +182,47 @@ def _first_timestamp(consumer: Any, topic: str, partition: int, offset: int) -> 
         consumer.unassign()
 
 
-def _verified_end(consumer: Any, topic: str, partition: int, end: int, high: int,
-                  end_ms: int) -> tuple[int, str | None]:
-    """The end the time lookup found (`end`, the first offset stamped at or after `end_ms`),
-    checked against the first record a read_committed reader meets from it.
+def _verified_ends(consumer: Any, topic: str, found: dict[int, tuple[int, int]],
+                   end_ms: int) -> dict[int, tuple[int, str | None]]:
+    """Each partition's end the time lookup found (`found`: partition -> (end, high), `end`
+    the first offset stamped at or after `end_ms`, `high` the last stable offset), checked
+    against the first record a read_committed reader meets from it.
 
     The lookup cannot be trusted past a transaction marker (a control batch stamped with the
     broker's clock, not the producer's) or an out-of-order timestamp (a backfill stamped with
     event times, a skewed clock): records after it may be stamped before `end_ms`. When the
     first readable record from `end` is stamped before `end_ms`, or nothing but markers and
-    aborted records lie between `end` and `high` (the last stable offset), the range runs to
-    `high`, and says why."""
+    aborted records lie between `end` and `high`, the range runs to `high`, and says why. The
+    partitions are read at once: one fetch each, side by side."""
     import time
 
     from confluent_kafka import TopicPartition
 
-    consumer.assign([TopicPartition(topic, partition, end)])
+    out: dict[int, tuple[int, str | None]] = {}
+    consumer.assign([TopicPartition(topic, p, end) for p, (end, _) in found.items()])
     try:
         deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                ts = int(msg.timestamp()[1])
-                if ts >= end_ms:
-                    return end, None
-                return high, (f"the first record read from offset {end}, the end found by "
-                              f"timestamp, is at offset {msg.offset()} and stamped before it "
-                              "(transaction markers or out-of-order timestamps): read to the "
-                              f"last stable offset {high}")
-            [at] = consumer.position([TopicPartition(topic, partition)])
-            if at.offset >= high:
-                return high, (f"only transaction markers or aborted records from offset {end} "
-                              f"(the end found by timestamp) to the last stable offset {high}: "
-                              "read to it")
-        return high, (f"no record could be read from offset {end} within {TIMEOUT_S:.0f} s: "
-                      f"read to the last stable offset {high}")
+        while len(out) < len(found) and time.monotonic() < deadline:
+            for msg in consumer.consume(len(found) * 8, 0.1):
+                p = msg.partition()
+                if msg.error() is not None or p in out or p not in found:
+                    continue
+                end, high = found[p]
+                out[p] = (end, None) if int(msg.timestamp()[1]) >= end_ms else (high, (
+                    f"the first record read from offset {end}, the end found by timestamp, is "
+                    f"at offset {msg.offset()} and stamped before it (transaction markers or "
+                    f"out-of-order timestamps): read to the last stable offset {high}"))
+            waiting = [TopicPartition(topic, p) for p in found if p not in out]
+            for tp in consumer.position(waiting) if waiting else []:
+                end, high = found[tp.partition]
+                if tp.offset >= high:
+                    out[tp.partition] = (high, (
+                        f"only transaction markers or aborted records from offset {end} (the "
+                        f"end found by timestamp) to the last stable offset {high}: read to it"))
+        for p, (end, high) in found.items():
+            out.setdefault(p, (high, f"no record could be read from offset {end} within "
+                                     f"{TIMEOUT_S:.0f} s: read to the last stable offset {high}"))
+        return out
     finally:
         consumer.unassign()
 
@@ -226,7 +232,7 @@ def window_offsets(ep: KafkaEndpoint, topic: str, start_ms: int, end_ms: int,
     """Each partition's offsets from the first record stamped at or after `start_ms` to the
     first stamped at or after `end_ms` (a read_committed view: the high watermark is the last
     stable offset). `verify_end`: each end checked against the records after it
-    (`_verified_end`), as a replay's read must be."""
+    (`_verified_ends`), as a replay's read must be."""
     from confluent_kafka import KafkaException, TopicPartition
 
     client = Client(ep)
@@ -243,11 +249,13 @@ def window_offsets(ep: KafkaEndpoint, topic: str, start_ms: int, end_ms: int,
                                                        timeout=TIMEOUT_S, cached=False)
             first = _first_timestamp(consumer, topic, p, low) if low > 0 and low < high else None
             # -1: no record at or after that time, so the range runs to the log end
-            end, why = high if e.offset < 0 else e.offset, None
-            if verify_end and end < high:
-                end, why = _verified_end(consumer, topic, p, end, high, end_ms)
-            out.append(PartitionRange(p, high if s.offset < 0 else s.offset, end, low, high,
-                                      first, why))
+            out.append(PartitionRange(p, high if s.offset < 0 else s.offset,
+                                      high if e.offset < 0 else e.offset, low, high, first))
+        if verify_end and (found := {r.partition: (r.end, r.high_watermark) for r in out
+                                     if r.end < r.high_watermark}):
+            checked = _verified_ends(consumer, topic, found, end_ms)
+            out = [replace(r, end=checked[r.partition][0], why=checked[r.partition][1])
+                   if r.partition in checked else r for r in out]
         return out
     except KafkaException as exc:
         raise TopicError(f"topic '{topic}' on {ep.where}: {exc}") from exc
