@@ -109,11 +109,12 @@ def stable_offsets(ep: KafkaEndpoint, topic: str, parts: list[int]
     return {p: (lso, hw) for p, (lso, hw) in out.items()}
 
 
-def blocked_partitions(ep: KafkaEndpoint, topic: str, ranges: list[PartitionRange]
-                       ) -> list[Blocked]:
+def blocked_partitions(ep: KafkaEndpoint, topic: str, ranges: list[PartitionRange],
+                       offsets: dict[int, tuple[int, int]] | None = None) -> list[Blocked]:
     """The partitions whose window read reaches their last stable offset while they hold
-    records past it: an open transaction hides what may be the window's records."""
-    offsets = stable_offsets(ep, topic, [r.partition for r in ranges])
+    records past it: an open transaction hides what may be the window's records. `offsets`:
+    the partitions' (last stable offset, high watermark), when the caller has read them."""
+    offsets = offsets or stable_offsets(ep, topic, [r.partition for r in ranges])
     return [Blocked(r.partition, lso, hw) for r in ranges
             for lso, hw in [offsets[r.partition]] if lso < hw and r.end >= lso]
 

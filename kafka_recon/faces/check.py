@@ -100,11 +100,10 @@ def _transactions(ep: KafkaEndpoint, tier: KafkaTier, ranges: list[PartitionRang
         stable_offsets,
     )
 
-    if blocked := blocked_partitions(ep, tier.topic, ranges):
+    offsets = stable_offsets(ep, tier.topic, [r.partition for r in ranges])
+    if blocked := blocked_partitions(ep, tier.topic, ranges, offsets):
         raise TransactionOpen(tier.topic, named(ep, tier.topic, blocked))
-    held = [p for p, (lso, hw) in stable_offsets(ep, tier.topic,
-                                                 [r.partition for r in ranges]).items()
-            if lso < hw]
+    held = [p for p, (lso, hw) in offsets.items() if lso < hw]
     if not held:
         return []
     return [f"  open transaction, after the window: partition {t.partition}: {t.text()}"
