@@ -225,13 +225,23 @@ def tier_findings(x: Inputs, t: TierTally) -> list[Finding]:
 
 def hop_findings(x: Inputs, h: HopTally, ev: Evidence) -> list[Finding]:
     """A hop's loss, duplicate and unexpected records, each against the hop's tolerance and
-    with its probable cause."""
+    with its probable cause. Lost records the loss search found before the offsets replayed
+    are in the topic: the topic's count is short by them, so the run is not judged."""
+    before = h.missing_before_read
+    if before is not None:
+        x.reasons.append(
+            f"{before.records} of the {h.missing} record(s) missing from topic '{h.to}' are "
+            f"in it before the offsets replayed for the window (stamped_out_of_order): "
+            f"stamped {before.first} - {before.last}, earlier than its start less the disorder "
+            f"margin ({before.bound}), so the offsets found by timestamp miss records of the "
+            f"window and its count is short; raise the flow's disorder margin above the "
+            f"producers' clock skew and re-run")
     tolerance = x.flow.tolerance_into(h.to)
     out = []
     for kind, key in _HOP_KINDS:
         count: int = getattr(h, key)
-        if count <= 0:
-            continue
+        if count <= 0 or (kind == "loss" and before is not None and before.records >= count):
+            continue  # every record lost into the topic is in it: nothing lost, not judged
         allowed = tolerance.allowed(kind, h.expected)
         found = Finding(kind=kind, side=h.side, hop=h.name, count=count,
                         ids=_rel(getattr(h, f"{key}_ids"), x.out),

@@ -27,6 +27,7 @@ from kafka_recon.runfiles.aggregates import (
     DeadLetters,
     HopTally,
     OffsetRun,
+    OutsideRead,
     PartitionSpan,
     Runs,
     Shape,
@@ -170,8 +171,9 @@ CAUSES: dict[str, Known] = {
     "arrived_after_grace": Known(
         "004", "Raise the flow's grace (or the topic tier's own) above the producer's longest "
                "delay, or find why it sent these records late (a backlog, a retry queue, a "
-               "job publishing after the fact). They are in the topic, so its consumers read "
-               "them: look for them in the sink before re-delivering any."),
+               "job publishing after the fact, a transactional producer committing less often "
+               "than the grace: its checkpoint or commit interval). They are in the topic, so "
+               "its consumers read them: look for them in the sink before re-delivering any."),
     "unknown": Known("004", "Confirm the loss (re-run the window), find its hop in the "
                             "report, then check that hop's clients and the brokers' logs for "
                             "the window."),
@@ -787,31 +789,69 @@ def _late_text(late: AfterGrace, lost: int) -> str:
             f"{when}: after its grace closed at {late.closed_at}")
 
 
-def arrived_after_grace(late: AfterGrace, lost: int) -> Cause:
-    """A loss into a topic whose every record is in it, after its grace: sent late."""
-    delay = (parse_instant(late.last, "an arrival")
-             - parse_instant(late.closed_at, "a close")).total_seconds()
+def _stamps(outside: OutsideRead) -> str:
+    return f"timestamps {outside.first} - {outside.last}" if outside.first != outside.last \
+        else f"timestamp {outside.first}"
+
+
+def _past_read_text(past: OutsideRead, lost: int) -> str:
+    return (f"{past.records} of the {lost} lost record(s) are in the topic past the offsets "
+            f"replayed, which end at each partition's first record stamped at or after "
+            f"{past.bound} (the close plus the disorder margin): they were written after "
+            f"it, though stamped with Kafka {_stamps(past)}")
+
+
+def _before_read_text(before: OutsideRead, lost: int) -> str:
+    return (f"{before.records} of the {lost} lost record(s) are in the topic before the "
+            f"offsets replayed, which begin at each partition's first record stamped at or "
+            f"after {before.bound} (the window's start less the disorder margin): stamped "
+            f"with Kafka {_stamps(before)}, earlier than the margin allows; not lost")
+
+
+def arrived_after_grace(late: AfterGrace | None, past: OutsideRead | None, lost: int
+                        ) -> Cause:
+    """A loss into a topic whose every record is in it, after its grace: sent late, stamped
+    so (`late`) or written past the records stamped after the close (`past`)."""
+    evidence = ([_late_text(late, lost)] if late else []) + \
+        ([_past_read_text(past, lost)] if past else [])
+    if late is not None:
+        delay = (parse_instant(late.last, "an arrival")
+                 - parse_instant(late.closed_at, "a close")).total_seconds()
+        summary = (f"the records were sent late: they reached the topic after its grace had "
+                   f"closed (the last {delay:.0f} s after the close)")
+    else:
+        summary = ("the records reached the topic after its grace had closed, behind records "
+                   "stamped after it, though their own timestamps are earlier (a transaction "
+                   "committed late, a backfill, a producer's clock)")
     return cause("arrived_after_grace",
-                 f"the records were sent late: they reached the topic after its grace had "
-                 f"closed (the last {delay:.0f} s after the close); a window is closed when "
-                 "its grace ends, so they count as lost", "likely",
-                 [_late_text(late, lost),
-                  "the replay reads only the disorder margin past the close: a record that "
-                  "came later still is not seen"])
+                 f"{summary}; a window is closed when its grace ends, so they count as lost",
+                 "likely",
+                 [*evidence, "the topic was searched for the lost records up to each "
+                             "partition's last stable offset when the window was replayed: a "
+                             "record that came later still is not seen"])
 
 
 def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | None:
     """The cause of one loss, duplicate or unexpected finding (None for other kinds). A loss
     into a topic whose records are in it after its grace was sent late; when only some are,
     that is said beside the cause of the rest."""
-    late = hop.missing_after_grace if hop is not None and finding.kind == "loss" \
-        and finding.group is None and finding.hop.split("->")[-1] == ev.topic else None
-    if late is not None and late.records >= finding.count:
-        return arrived_after_grace(late, finding.count)
-    found = _classify(finding, hop, ev)
-    if late is not None and late.records and found is not None:
-        found = found.model_copy(update={"evidence": [*found.evidence,
-                                                      _late_text(late, finding.count)]})
+    into = hop is not None and finding.kind == "loss" and finding.group is None \
+        and finding.hop.split("->")[-1] == ev.topic
+    late = hop.missing_after_grace if into and hop is not None else None
+    before = hop.missing_before_read if into and hop is not None else None
+    past = hop.missing_past_read if into and hop is not None else None
+    came = (late.records if late else 0) + (past.records if past else 0)
+    if came and came + (before.records if before else 0) >= finding.count:
+        found: Cause | None = arrived_after_grace(late, past, finding.count)
+    else:
+        found = _classify(finding, hop, ev)
+        if found is not None:
+            found = found.model_copy(update={"evidence": [
+                *found.evidence, *([_late_text(late, finding.count)] if late else []),
+                *([_past_read_text(past, finding.count)] if past else [])]})
+    if before is not None and found is not None:
+        found = found.model_copy(update={"evidence": [
+            *found.evidence, _before_read_text(before, finding.count)]})
     return found
 
 

@@ -119,11 +119,24 @@ class CounterGap(Part):
 
 class AfterGrace(Part):
     """Records lost into a topic that did reach it, after its grace had closed: inside the
-    disorder margin the replay reads beyond the close (a record that came later still is not
-    seen). A window is closed when its grace ends, so they count as lost; this says why."""
+    disorder margin the replay reads beyond the close (`OutsideRead`: found further on). A window
+    is closed when its grace ends, so they count as lost; this says why."""
     records: int
     closed_at: str                # when the topic's grace closed (the window's end + grace)
     first: str                    # the earliest of their arrivals (Kafka timestamps)
+    last: str                     # the latest
+
+
+class OutsideRead(Part):
+    """Records lost into a topic that the loss search found outside the offsets the replay
+    read, found by Kafka timestamp from the window's start less the disorder margin to its
+    close plus it. Before them: in the topic, stamped earlier than the margin allows (a
+    producer's clock behind, a backfill), so not lost. Past them: written after a record
+    stamped past the close, whatever their own timestamps say (a transaction committed late, a
+    backfill, a clock ahead), so sent late."""
+    records: int
+    bound: str                    # the time that side's offsets were found by (ISO 8601, UTC)
+    first: str                    # the earliest of their own Kafka timestamps
     last: str                     # the latest
 
 
@@ -174,6 +187,10 @@ class HopTally(Part):
     unexpected_runs: Runs | None = None   # into a topic: where records from nowhere sit
     # into a topic: the lost records that reached it after its grace had closed
     missing_after_grace: AfterGrace | None = None
+    # into a topic: the other lost records the loss search found before the offsets replayed
+    # (not lost) and past them (sent late)
+    missing_before_read: OutsideRead | None = None
+    missing_past_read: OutsideRead | None = None
     # into a topic: how many of them have ids between the upstream's lowest and highest (gaps
     # in its sequence, as a transaction rolled back after its rows were published leaves)
     unexpected_inside: int | None = None

@@ -19,7 +19,14 @@ from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 
 from kafka_recon.config import KafkaTier, Point
-from kafka_recon.runfiles.aggregates import AfterGrace, HopTally, Runs, Shape, Stamps
+from kafka_recon.runfiles.aggregates import (
+    AfterGrace,
+    HopTally,
+    OutsideRead,
+    Runs,
+    Shape,
+    Stamps,
+)
 from kafka_recon.spark.session import names
 from kafka_recon.spark.tally import reduce_union
 from kafka_recon.window import from_micros, iso_z, micros
@@ -402,6 +409,16 @@ def late_arrivals(shape: Shape, closed_at: datetime) -> AfterGrace | None:
         return None
     return AfterGrace(records=shape.records, closed_at=iso_z(closed_at),
                       first=shape.first_time, last=shape.last_time)
+
+
+def outside_read(shape: Shape, bound: datetime) -> OutsideRead | None:
+    """`summaries`' account of a loss search's `after_grace` table (lost ids found before or
+    past the offsets replayed, with their own Kafka timestamps; `bound`: the time the offsets
+    were found by on that side); None when it found none."""
+    if not shape.records or shape.first_time is None or shape.last_time is None:
+        return None
+    return OutsideRead(records=shape.records, bound=iso_z(bound), first=shape.first_time,
+                       last=shape.last_time)
 
 
 def inside_upstream(unexpected: DataFrame, upstream: DataFrame) -> int | None:

@@ -19,8 +19,10 @@ Only per-bucket counts and the largest runs reach the driver; the step returns t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -53,6 +55,7 @@ from kafka_recon.spark.evidence import (
     inside_upstream,
     late_arrivals,
     needs_sort,
+    outside_read,
     rank_topic,
     read_off_topic,
     summaries,
@@ -62,11 +65,12 @@ from kafka_recon.spark.evidence import (
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files, write_ids
 from kafka_recon.spark.read import (
     identifiable,
+    made_in,
     read_sql_tier,
     read_table_tier,
     window_records,
 )
-from kafka_recon.spark.replay import arrived, counted, past_grace
+from kafka_recon.spark.replay import arrived, counted, outside_the_read, past_grace
 from kafka_recon.spark.session import cache_records, names, release
 from kafka_recon.spark.tally import (
     bucket_counts,
@@ -96,6 +100,20 @@ class DeadQueue:
     slot: int = -1
 
 
+@dataclass(frozen=True)
+class Beyond:
+    """Where a topic holds records lost into it: its identifiable records of the window stamped
+    after the close, inside the margin the replay read (`inside`: sent late), and the loss
+    search (`outside`: its records before and past the offsets replayed, read only when
+    something was lost into the topic, `outside_the_read`)."""
+
+    inside: DataFrame
+    closes_at: datetime
+    read_from: datetime   # the window's start less the disorder margin: where the read begins
+    read_to: datetime     # the close plus the disorder margin: where it ends
+    outside: Callable[[], tuple[DataFrame | None, DataFrame | None]]
+
+
 @dataclass
 class IdTiers:
     """The flow's id tiers as this run read them. A tier's place among the id tiers (`k`) is
@@ -108,9 +126,8 @@ class IdTiers:
     cached: list[DataFrame] = field(default_factory=list)  # unpersisted when the step ends
     tables: dict[int, TableRead] = field(default_factory=dict)  # a table slot: as read
     dead: dict[int, DeadQueue] = field(default_factory=dict)  # a point: its sink's queue
-    # a topic slot: its identifiable records of the window that arrived after its grace had
-    # closed (inside the margin read), and that close: where records lost into it were sent late
-    beyond: dict[int, tuple[DataFrame, datetime]] = field(default_factory=dict)
+    # a topic slot: where records lost into it may be, sent late (`Beyond`)
+    beyond: dict[int, Beyond] = field(default_factory=dict)
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.cached.append(df.cache())
@@ -186,8 +203,11 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 raw = topic_records[tier.name] if topic_records is not None \
                     else spark.read.parquet(_kept_records(replays.of(tier.name)))
                 closes_at = replace(window, grace=flow.grace_of(tier)).closes_at
-                ids.beyond[ids.slot[i]] = (
-                    raw.where(past_grace(window.start, window.end, closes_at)), closes_at)
+                ids.beyond[ids.slot[i]] = Beyond(
+                    raw.where(past_grace(window.start, window.end, closes_at)), closes_at,
+                    window.start - flow.disorder, closes_at + flow.disorder,
+                    partial(outside_the_read, spark, flow, tier,
+                            replace(window, grace=flow.grace_of(tier)), replays.of(tier.name)))
                 raw = raw.where(counted(window.start, window.end, closes_at)
                                 | (~identifiable(raw) & arrived(window.start, closes_at)))
                 ids.topics[ids.slot[i]] = tier
@@ -343,7 +363,7 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
     points = flow.points
     hops: list[HopTally] = []
     shapes: dict[tuple[int, str], Table] = {}
-    closes: dict[int, datetime] = {}  # a hop into a topic: when the topic's grace closed
+    bounds: dict[int, Beyond] = {}  # a hop into a topic: its close and the offsets read
     # by topic slot: what every hop asks of its records, read off them in one pass
     of_topic: dict[int, dict[tuple[int, str], tuple[str, DataFrame]]] = {}
     for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
@@ -354,8 +374,20 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
         if hop.missing and ids.slot[i + 1] in ids.beyond:
             # into a topic: were the lost records sent after its grace? (read in the one
             # evidence job, beside the other tables)
-            beyond, closes[i] = ids.beyond[ids.slot[i + 1]]
-            shapes[(i, "missing_after_grace")] = after_grace(found["missing"], beyond)
+            beyond = ids.beyond[ids.slot[i + 1]]
+            bounds[i] = beyond
+            shapes[(i, "missing_after_grace")] = after_grace(found["missing"], beyond.inside)
+            # the loss search: the ids not there, looked for before and past the offsets
+            # replayed (a lost id found before them is not lost, and not looked for after)
+            unseen = found["missing"].join(beyond.inside.select("id"), "id", "left_anti")
+            before, past = beyond.outside()
+            if before is not None:
+                before = before.where(made_in(window.start, window.end))
+                shapes[(i, "missing_before_read")] = after_grace(unseen, before)
+                unseen = unseen.join(before.select("id"), "id", "left_anti")
+            if past is not None:
+                shapes[(i, "missing_past_read")] = after_grace(
+                    unseen, past.where(made_in(window.start, window.end)))
         if hop.unexpected and isinstance(b.tier, KafkaTier) and not isinstance(a.tier,
                                                                                 KafkaTier):
             hop.unexpected_inside = inside_upstream(found["unexpected"],
@@ -373,7 +405,12 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
                                                  for k, asks in of_topic.items()]).items():
         if key == "missing_after_grace":
             assert isinstance(summary, Shape)
-            hops[at].missing_after_grace = late_arrivals(summary, closes[at])
+            hops[at].missing_after_grace = late_arrivals(summary, bounds[at].closes_at)
+        elif key in ("missing_before_read", "missing_past_read"):
+            assert isinstance(summary, Shape)
+            setattr(hops[at], key, outside_read(summary, bounds[at].read_from
+                                                if key == "missing_before_read"
+                                                else bounds[at].read_to))
         else:
             setattr(hops[at], key, summary)
     return hops

@@ -411,6 +411,54 @@ class _Reads:
         return {k: _text(v) if k in ("fingerprint", "digest") else v for k, v in row.items()}
 
 
+# how far before the replay's offsets the loss search looks for lost ids: a clock behind by
+# more than this is not skew but a wrong clock, and a window's worth before its start is as
+# far as a record of it can sensibly be stamped
+SEARCH_BACK = timedelta(hours=1)
+
+
+def outside_the_read(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
+                     topic: TopicReplays) -> tuple[DataFrame | None, DataFrame | None]:
+    """The loss search: the topic's records just before the offsets replayed and past them,
+    where ids lost into the topic are looked for (each None when there is nothing there to
+    read). Lazy but for the offsets and the schemas a registry's values need.
+
+    The replay's offsets are found by Kafka timestamp, from each partition's first record
+    stamped at or after the window's start less the disorder margin to its first at or after
+    the close plus it. Before: from the first stamped at or after `SEARCH_BACK` (at most the
+    window's length) earlier still; a lost id there is in the topic, stamped earlier than the
+    margin allows (a producer's clock behind, a backfill): not lost. Past: to the partition's
+    last stable offset when the window was replayed; a record there was written after one
+    stamped past the close, whatever its own timestamp says (a transaction committed late, a
+    backfill, a clock ahead): lost by the window's rule, sent late."""
+    from kafka_recon.sources.kafka_client import endpoint
+    from kafka_recon.sources.topic import GROUP_PREFIX, PartitionRange, window_offsets
+    from kafka_recon.window import Window
+
+    ep = endpoint(tier)
+    record = flow.record_of(tier)
+    read_from = window.start - flow.disorder
+    back = window_offsets(ep, tier.topic, Window.millis(read_from - min(
+        SEARCH_BACK, window.end - window.start)), Window.millis(read_from))
+    start_of = {r.partition: r.start for r in back}
+    before = [PartitionRange(r.partition, first, r.start, r.log_start, r.high_watermark)
+              for r in topic.read_offsets
+              if (first := max(start_of.get(r.partition, r.start), r.log_start)) < r.start]
+    past = [PartitionRange(r.partition, r.end, r.high_watermark, r.log_start, r.high_watermark)
+            for r in topic.read_offsets if r.end < r.high_watermark]
+
+    def read(ranges: list[PartitionRange], what: str) -> DataFrame | None:
+        if not ranges:
+            return None
+        raw = read_window(spark, ep, tier.topic, ranges,
+                          f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-{what}",
+                          tier.isolation_level)
+        return extract_records(raw, record, window_schemas(spark, ep, tier, record, ranges),
+                               flow.drops_after(tier))
+
+    return read(before, "before"), read(past, "past")
+
+
 def replay_topic(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
                  folder: RunFolder, replays_wanted: int | None = None, keep_records: bool = True,
                  distinct: bool = True) -> tuple[TopicReplays, DataFrame]:

@@ -201,3 +201,53 @@ def test_a_log_append_time_topic_with_transactions_reads_its_live_window_exactly
     assert scn.ids(loss["ids"]) == {11, 12, 13}
     assert {t["name"]: t["count"] for t in result["tiers"]} == {"db": 30, "topic": 27,
                                                                "sink": 27}
+
+
+def test_a_transaction_committed_after_the_close_is_counted_or_arrived_after_grace(
+        tmp_path: Path, kafka: KafkaCluster, spark: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exactly-once stream processor stamps each record with its event time and commits
+    when it checkpoints, here long after the window's grace and disorder margin. While its
+    transaction is open, the window is `inconclusive`, naming it. Once committed: its records
+    written before the next window's records count; those it wrote after records stamped past
+    the close plus the margin (processing lag) lie past the offsets replayed. They are found
+    there by the loss search and reported lost with `arrived_after_grace`, never with an
+    unknown cause."""
+    scn = Scenario(tmp_path, kafka.bootstrap)
+    on_time = {i: START + timedelta(hours=1, minutes=i) for i in range(1, 21)}
+    prompt = {i: END - timedelta(minutes=2) for i in (21, 22, 23)}
+    lagging = {i: END - timedelta(minutes=1) for i in (24, 25, 26)}
+    scn.upstream({**on_time, **prompt, **lagging})
+    scn.sink(list({**on_time, **prompt, **lagging}.items()))
+    scn.produce(list(on_time.items()), partition=0)
+    proc_id = f"stream-proc-{uuid.uuid4().hex[:6]}"
+    proc = _transactional(kafka.bootstrap, proc_id, 120_000)
+    proc.begin_transaction()
+    scn.produce(list(prompt.items()), partition=0, producer=proc)
+    proc.flush(30)
+    # the next window's records, past the close (end + 10m grace) plus the 5m margin
+    scn.produce([(100 + i, END + timedelta(minutes=20 + i)) for i in range(5)], partition=0)
+    scn.produce(list(lagging.items()), partition=0, producer=proc)
+    proc.flush(30)
+
+    monkeypatch.setenv("KAFKA_RECON_TRANSACTION_WAIT_SECONDS", "2")
+    with pytest.raises(TopicError, match="open_transaction"):
+        scn.reconcile(spark)
+    held = json.loads((scn.out / "result.json").read_text())
+    assert held["status"] == "inconclusive" and proc_id in held["reasons"][0], held
+
+    proc.commit_transaction(30)
+    result = scn.reconcile(spark)
+    assert findings(result) == [("loss", "write", "db->topic", 3)], (result["reasons"],
+                                                                    result["findings"])
+    [loss] = [f for f in result["findings"] if f["kind"] == "loss"]
+    assert scn.ids(loss["ids"]) == set(lagging)
+    why = loss["cause"]
+    assert why["code"] == "arrived_after_grace", why
+    assert any("past the offsets replayed" in e for e in why["evidence"]), why
+    assert {t["name"]: t["count"] for t in result["tiers"]} == {"db": 26, "topic": 23,
+                                                               "sink": 26}
+    replays = json.loads((scn.out / "replays.json").read_text())
+    [read] = [r for r in replays["topics"][0]["read_offsets"] if r["partition"] == 0]
+    # 20 + 3 records, the first of the next window's: the end found by timestamp stands
+    assert read["end"] == 23 and read["why"] is None, read

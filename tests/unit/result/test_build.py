@@ -224,3 +224,32 @@ def test_a_sink_holding_every_deleted_record_lost_nothing_to_retention() -> None
     r = _retention_run(unread=0)  # the group's offsets lag, but the sink has every record
     assert [f for f in r["findings"] if f["kind"] == "loss"] == []
     assert any("holds every record retention deleted" in x for x in r["reasons"])
+
+
+OUTSIDE = {"bound": "2026-11-19T23:55:00Z", "first": "2026-11-19T23:54:30Z",
+           "last": "2026-11-19T23:54:40Z"}
+
+
+def test_lost_records_the_search_finds_before_the_read_are_withdrawn_and_not_judged() -> None:
+    write = {**hop("orders_db", "orders_topic", "write", 100, 97, miss=3),
+             "missing_before_read": {**OUTSIDE, "records": 3}}
+    r = result([write, hop("orders_topic", "warehouse", "consume", 97, 97)], topic(97, 97))
+    assert r["status"] == "inconclusive"
+    assert [f for f in r["findings"] if f["kind"] == "loss"] == []
+    [reason] = r["reasons"]
+    assert reason.startswith("3 of the 3 record(s) missing from topic 'orders_topic' are in it "
+                             "before the offsets replayed for the window "
+                             "(stamped_out_of_order): stamped 2026-11-19T23:54:30Z - "
+                             "2026-11-19T23:54:40Z, earlier than its start less the disorder "
+                             "margin (2026-11-19T23:55:00Z)"), reason
+
+
+def test_a_loss_only_partly_found_before_the_read_keeps_the_rest_and_says_so() -> None:
+    write = {**hop("orders_db", "orders_topic", "write", 100, 95, miss=5),
+             "missing_before_read": {**OUTSIDE, "records": 2}}
+    r = result([write, hop("orders_topic", "warehouse", "consume", 95, 95)], topic(95, 95))
+    assert r["status"] == "inconclusive"
+    [lost] = [f for f in r["findings"] if f["kind"] == "loss"]
+    assert lost["count"] == 5
+    assert lost["cause"]["evidence"][-1].startswith(
+        "2 of the 5 lost record(s) are in the topic before the offsets replayed"), lost

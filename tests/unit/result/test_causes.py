@@ -405,3 +405,34 @@ def test_a_member_that_held_everything_before_the_other_joined_still_counts() ->
                              ev({"loader": {0: 100, 1: 100}}, flight=flight))
     assert sink_b_lost_0 is not None and sink_b_lost_0["confidence"] == "likely"
     assert any("held partitions [0, 1] then [0]" in e for e in sink_b_lost_0["evidence"])
+
+
+PAST = {"records": 3, "bound": "2026-11-21T00:15:00Z", "first": "2026-11-20T23:59:00Z",
+        "last": "2026-11-20T23:59:00Z"}
+
+
+def test_lost_records_found_past_the_offsets_replayed_were_written_after_the_close() -> None:
+    # a transaction committed after the close, its records stamped with their event times,
+    # written behind records stamped past the close plus the margin: the loss search's finds
+    hop = {"missing_shape": shape(1, 1, 1), "missing_past_read": PAST}
+    c = classify(loss(hop=f"orders_db->{TOPIC}", side="write", count=3), hop,
+                 ev(flight={**COVERED, "events": []}))
+    assert c is not None and (c["code"], c["confidence"]) == ("arrived_after_grace", "likely")
+    assert "behind records stamped after it" in c["summary"]
+    assert c["evidence"][0] == (
+        "3 of the 3 lost record(s) are in the topic past the offsets replayed, which end at "
+        "each partition's first record stamped at or after 2026-11-21T00:15:00Z (the close "
+        "plus the disorder margin): they were written after it, though stamped with Kafka "
+        "timestamp 2026-11-20T23:59:00Z")
+    assert "commit interval" in c["fix"]
+
+
+def test_lost_records_some_late_some_past_the_read_are_all_sent_late() -> None:
+    hop = {"missing_shape": shape(1, 1, 1, 1, 1), "missing_after_grace": {**LATE, "records": 2},
+           "missing_past_read": PAST}
+    c = classify(loss(hop=f"orders_db->{TOPIC}", side="write", count=5), hop,
+                 ev(flight={**COVERED, "events": []}))
+    assert c is not None and c["code"] == "arrived_after_grace"
+    assert "the last 150 s after" in c["summary"]
+    assert [e.split(" are in")[0] for e in c["evidence"][:2]] == [
+        "2 of the 5 lost record(s)", "3 of the 5 lost record(s)"]
