@@ -23,7 +23,7 @@ def parser() -> argparse.ArgumentParser:
         "make every loss scenario happen on a real cluster and check the reconciliation "
         "finds it"))
     d.add_argument("--scenario", nargs="+",
-                   help="scenario ids (default: every one, S1-S23, C1-C5 and Q1)")
+                   help="scenario ids (default: every one, S1-S25, C1-C5 and Q1)")
     d.add_argument("--repeat", type=int, default=5, help="runs of each negative control "
                    "(S11, S12), default 5")
     d.add_argument("--attempts", type=int, default=3, help="re-runs of a scenario whose fault "

@@ -10,8 +10,10 @@ consumer writes each record into its sink table. Each keeps its ledger (`ledger.
 Producer spec: bootstrap, topic, upstream (SQLite file), ledger, config (librdkafka settings),
 callback (false: fire-and-forget, errors unseen), rate (records/s, 0 = as fast as possible),
 pad ({id: bytes} of payload padding), hold ({ids, until}: sent only from `until`, epoch s),
-transactions ({batch, abort_every}: each batch in a transaction, every n-th aborted and sent
-again), timestamps ("row": each record's Kafka timestamp is its row's time, as a CDC connector
+transactions ({batch, abort_every, hang_after}: each batch in a transaction, every n-th
+aborted and sent again; with hang_after n, the batch after the n-th is sent in a transaction
+left open, its `hanging` ledger event written, and the app waits to be killed),
+timestamps ("row": each record's Kafka timestamp is its row's time, as a CDC connector
 sets it; default: the time of sending), follow (true: after the rows there are, keep reading
 rows added to the table, as a CDC connector tails a log, until SIGTERM; the soak's producer),
 after (an id: rows up to it were sent by an earlier producer and are skipped).
@@ -110,8 +112,16 @@ def run_producer(spec: dict[str, Any]) -> int:
     if tx:
         producer.init_transactions(30)
         size, abort_every = int(tx["batch"]), int(tx.get("abort_every", 0))
+        hang_after = tx.get("hang_after")
         for k, i in enumerate(range(0, len(now_rows), size)):
             chunk = now_rows[i:i + size]
+            if hang_after is not None and k == int(hang_after):
+                producer.begin_transaction()
+                send(chunk)
+                producer.flush(30)
+                ledger.write("hanging", chunk[0][0], chunk[-1][0])
+                while True:  # a process about to die, mid-transaction
+                    time.sleep(1)
             if abort_every and k % abort_every == abort_every - 1:
                 producer.begin_transaction()
                 send(chunk)

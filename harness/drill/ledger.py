@@ -17,6 +17,7 @@ FILES = {
     "failed": ("id", "error"),               # delivery report: error (only with a callback)
     "processed": ("id", "partition", "offset"),  # written to the sink
     "committed": ("partition", "offset"),    # offsets committed for the group
+    "hanging": ("first", "last"),            # ids sent in a transaction left open
 }
 
 

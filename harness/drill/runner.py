@@ -36,6 +36,7 @@ from harness.drill.truth import (
 )
 from harness.services.kafka import KafkaCluster
 from kafka_recon import orchestrate
+from kafka_recon.errors import TopicError
 from kafka_recon.result.model import Result
 
 SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
@@ -51,7 +52,7 @@ flows:
 FLOW_ONE = """  {name}:
     owners: [drill@example.com]
     bucket: {bucket}
-    grace: {grace}s
+    grace: {grace}s{disorder}
     replays: 2
     record: {{id: "$.id", event_time: "$.ts"}}
     tiers:
@@ -215,6 +216,7 @@ class Ctx:
     window_start: datetime | None = None  # moved by a scenario whose tier starts later (Flume)
     window_end: datetime | None = None    # fixed by a scenario that needs it (late records)
     grace_s: int = 2
+    disorder_s: int | None = None          # the flow's disorder margin (None: its default)
     bucket: str = "10s"
     flume: Any = None                     # S10's agent and snapshots: stopped after the window
     target: KafkaCluster | None = None    # a mirrored scenario's aggregate cluster (alias B)
@@ -391,6 +393,9 @@ class Scenario:
     truth: Callable[[Ctx, Truth], dict[str, dict[Key, dict[str, Any]]]] | None = None
     # once judged, the window is repaired through Airflow (harness.drill.repair)
     repair: bool = False
+    # an inconclusive scenario: the code its run's reason must name (docs/causes.md, "Why a
+    # window is not judged")
+    reason: str | None = None
 
 
 # ---------------------------------------------------------------------- one attempt
@@ -458,6 +463,7 @@ def _write_config(sc: Scenario, ctx: Ctx) -> Path:
     for sink in sc.sinks:
         flows.append(FLOW_ONE.format(
             name=_flow_name(sc, sink), grace=ctx.grace_s, up=ctx.upstream_url,
+            disorder=f"\n    disorder: {ctx.disorder_s}s" if ctx.disorder_s else "",
             bucket=ctx.bucket,
             kafka_at=f'conn: "{DRILL_CONN}"' if ctx.cluster.security else
             f'bootstrap: "{ctx.bootstrap}"', topic=ctx.topic, group=ctx.group,
@@ -636,7 +642,10 @@ def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path, desk: Any = None
         out = desk.folder(flow_name, start.isoformat(), end.isoformat(), config) \
             if desk is not None else folder / f"run-{flow_name}"
         run = orchestrate.load(flow_name, start.isoformat(), end.isoformat(), config, out)
-        result = orchestrate.execute(run, spark, with_report=False)
+        try:
+            result = orchestrate.execute(run, spark, with_report=False)
+        except TopicError:  # a step that could not see the topic: its inconclusive result
+            result = Result.from_json(json.loads((out / "result.json").read_text()))
         want = expected[sink]
         found = found_findings(result, out)
         causes = {(k, s_, h.format(sink=sink)): c
@@ -709,6 +718,9 @@ def run_scenario(sc: Any, cluster: KafkaCluster, spark: Any, out: Path,
         problems = [p for f in got["flows"] for p in f["problems"]]
         if statuses != [sc.status]:
             problems.append(f"status {'/'.join(statuses)}, expected {sc.status}")
+        if sc.reason and not all(any(f"({sc.reason}" in r for r in f["reasons"])
+                                 for f in got["flows"]):
+            problems.append(f"no reason names {sc.reason}")
         if desk is not None and sc.repair:
             if got.get("repair") is None:
                 problems.append("not repaired: the window was not judged right")
@@ -719,8 +731,11 @@ def run_scenario(sc: Any, cluster: KafkaCluster, spark: Any, out: Path,
         row["attempts"].append(got)
         row["result"] = got["outcome"]
         row["found"] = _found_words(got)
+        named = sc.reason and any(f"({sc.reason}" in r for f in got["flows"]
+                                  for r in f["reasons"])
         row["found_cause"] = "; ".join(c or "none" for f in got["flows"]
-                                       for c in f["causes"].values()) or "none"
+                                       for c in f["causes"].values()) or (
+            f"{sc.reason} (reason)" if named else "none")
         break
     else:
         row["result"] = "fault did not bite"
@@ -740,7 +755,8 @@ def _expected_words(sc: Scenario) -> str:
 
 
 def _cause_words(sc: Scenario) -> str:
-    return "; ".join(c or "none" for c in sc.causes) or "none"
+    return "; ".join(c or "none" for c in sc.causes) or (
+        f"{sc.reason} (reason)" if sc.reason else "none")
 
 
 def _found_words(got: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from harness.drill.faults import (
     wait_leader_moved,
 )
 from harness.drill.runner import App, Ctx, Key, Scenario, Truth
-from harness.drill.truth import chain_findings, sql_time
+from harness.drill.truth import chain_findings, expected_findings, sql_time
 
 RATE = 500  # records/s: sending lasts seconds, so a fault lands in the middle of it
 
@@ -706,6 +706,99 @@ def s22(ctx: Ctx) -> None:
     ctx.drain(loader)
 
 
+# ------------------------------------------------------------------ exactly-once producers
+def s24(ctx: Ctx) -> None:
+    # a transactional application dies mid-transaction; its transaction.timeout.ms (15 min)
+    # keeps the transaction open long after the window closes, while another application
+    # commits the rest on the same partition
+    eos = {"acks": "all", "enable.idempotence": True}
+    dying = ctx.producer(config={**eos, "transactional.id": f"dying-{ctx.topic}",
+                                 "transaction.timeout.ms": 900_000},
+                         transactions={"batch": 100, "hang_after": 5})
+    wait_for("the dying app's open transaction", lambda: dying.count("hanging") > 0, 60)
+    dying.kill()
+    [(first, last)] = [(int(r["first"]), int(r["last"])) for r in
+                       ledger.read(ctx.folder / "producer" / "ledger", "hanging")]
+    ctx.note(f"transactional app SIGKILLed with ids {first}-{last} sent in a transaction it "
+             "never ended (transaction.timeout.ms 900000)")
+    rest = ctx.producer(config={**eos, "transactional.id": f"rest-{ctx.topic}"},
+                        transactions={"batch": 100}, after=last)
+    assert rest.wait() == 0
+    ctx.note(f"another app committed ids {last + 1}- after it, on the same partition")
+
+
+def s24_truth(ctx: Ctx, truth: Truth) -> dict[str, dict[Key, dict[str, Any]]]:
+    """While the transaction is open nothing after its first offset can be read by any
+    read_committed reader: the window cannot be judged, and a perfect detector says so."""
+    return {sink: {} for sink in ctx.sinks}
+
+
+def s24_bite(ctx: Ctx, truth: Truth) -> str | None:
+    from kafka_recon.cluster.transactions import stable_offsets
+    from kafka_recon.sources.kafka_client import KafkaEndpoint
+
+    held = {p: o for p, o in stable_offsets(KafkaEndpoint(ctx.bootstrap), ctx.topic,
+                                            [0]).items() if o[0] < o[1]}
+    return None if held else "the transaction was no longer open when the window was run"
+
+
+LAGGING = 20  # the processor's records written after the close
+
+
+def s25(ctx: Ctx) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from confluent_kafka import Producer
+
+    from harness.drill.runner import SAFE_PRODUCER
+
+    # an exactly-once processor stamps each record with its event time and commits when it
+    # checkpoints, every 30 s here: longer than the flow's 5 s disorder margin and 5 s grace.
+    # Its last records are processed late, after another app's records of the next window
+    # (stamped after the close plus the margin); the checkpoint commits them all
+    now = datetime.now(UTC).replace(microsecond=0)
+    end = now + timedelta(seconds=12)
+    ctx.window_end, ctx.grace_s, ctx.disorder_s = end, 5, 5
+    rows = _upstream(ctx)
+    loader = ctx.consumer(config={"isolation.level": "read_committed"})
+    proc = Producer({"bootstrap.servers": ctx.bootstrap, **SAFE_PRODUCER,
+                     "transactional.id": f"processor-{ctx.topic}",
+                     "transaction.timeout.ms": 120_000})
+    other = Producer({"bootstrap.servers": ctx.bootstrap, **SAFE_PRODUCER})
+    proc.init_transactions(30)
+    proc.begin_transaction()
+
+    def send(p: Any, batch: list[tuple[int, str]], stamp: bool) -> None:
+        for i, ts in batch:
+            kw = {"timestamp": int(datetime.strptime(ts, "%Y-%m-%d %H:%M:%S")
+                                   .replace(tzinfo=UTC).timestamp() * 1000)} if stamp else {}
+            p.produce(ctx.topic, key=str(i), value=json.dumps({"id": i, "ts": ts}), **kw)
+        assert p.flush(30) == 0
+
+    send(proc, rows[:-LAGGING], True)
+    past = end + timedelta(seconds=ctx.grace_s + ctx.disorder_s + 2)
+    time.sleep(max(0.0, (past - datetime.now(UTC)).total_seconds()))
+    next_ts = sql_time(datetime.now(UTC))
+    send(other, [(900_000 + i, next_ts) for i in range(5)], False)
+    send(proc, rows[-LAGGING:], True)
+    proc.commit_transaction(30)
+    ctx.note(f"the processor's transaction, open from before the window's end, committed "
+             f"{(datetime.now(UTC) - end).total_seconds():.0f} s after it; its last "
+             f"{LAGGING} records written after the next window's first")
+    ctx.drain(loader)
+
+
+def s25_truth(ctx: Ctx, truth: Truth) -> dict[str, dict[Key, dict[str, Any]]]:
+    """The processor's last records were written after the window closed (the act waited
+    for it before sending them): lost by the window's rule, whatever they are stamped."""
+    from collections import Counter
+
+    late = set(sorted(truth.upstream)[-LAGGING:])
+    written = Truth(truth.upstream, Counter({i: n for i, n in truth.topic.items()
+                                             if i not in late}), truth.late, truth.sinks)
+    return expected_findings(written, "db->topic")
+
+
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("S1", "producer acks=0, leader killed and restarted while sending", "000, 001, 002",
              [("loss", "write", "db->topic")], s1, replication=2,
@@ -786,4 +879,12 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
              upstream="mariadb", causes=("published_then_rolled_back",)),
     Scenario("S23", "records created near the window end, sent after its grace", "004",
              [("loss", "write", "db->topic")], s23, causes=("arrived_after_grace",)),
+    Scenario("S24", "a transactional producer SIGKILLed mid-transaction, its "
+             "transaction.timeout.ms 15 minutes", "003", [], s24, rows=1000,
+             status="inconclusive", reason="open_transaction", truth=s24_truth,
+             bite=s24_bite),
+    Scenario("S25", "an exactly-once processor whose checkpoint interval exceeds the "
+             "disorder margin, its last records processed after the window closed", "003, 004",
+             [("loss", "write", "db->topic")], s25, causes=("arrived_after_grace",),
+             truth=s25_truth),
 ]}
