@@ -835,11 +835,11 @@ def classify(finding: Finding, hop: HopTally | None, ev: Evidence) -> Cause | No
     """The cause of one loss, duplicate or unexpected finding (None for other kinds). A loss
     into a topic whose records are in it after its grace was sent late; when only some are,
     that is said beside the cause of the rest."""
-    into = hop is not None and finding.kind == "loss" and finding.group is None \
-        and finding.hop.split("->")[-1] == ev.topic
-    late = hop.missing_after_grace if into and hop is not None else None
-    before = hop.missing_before_read if into and hop is not None else None
-    past = hop.missing_past_read if into and hop is not None else None
+    into = hop if finding.kind == "loss" and finding.group is None \
+        and finding.hop.split("->")[-1] == ev.topic else None
+    late = into.missing_after_grace if into is not None else None
+    before = into.missing_before_read if into is not None else None
+    past = into.missing_past_read if into is not None else None
     came = (late.records if late else 0) + (past.records if past else 0)
     if came and came + (before.records if before else 0) >= finding.count:
         found: Cause | None = arrived_after_grace(late, past, finding.count)

@@ -65,7 +65,6 @@ from kafka_recon.spark.evidence import (
 from kafka_recon.spark.idfiles import IdFile, id_rows, write_id_files, write_ids
 from kafka_recon.spark.read import (
     identifiable,
-    made_in,
     read_sql_tier,
     read_table_tier,
     window_records,
@@ -206,8 +205,7 @@ def read_id_tiers(spark: SparkSession, flow: Flow, window: Window, replays: Repl
                 ids.beyond[ids.slot[i]] = Beyond(
                     raw.where(past_grace(window.start, window.end, closes_at)), closes_at,
                     window.start - flow.disorder, closes_at + flow.disorder,
-                    partial(outside_the_read, spark, flow, tier,
-                            replace(window, grace=flow.grace_of(tier)), replays.of(tier.name)))
+                    partial(outside_the_read, spark, flow, tier, window, replays.of(tier.name)))
                 raw = raw.where(counted(window.start, window.end, closes_at)
                                 | (~identifiable(raw) & arrived(window.start, closes_at)))
                 ids.topics[ids.slot[i]] = tier
@@ -382,12 +380,10 @@ def hop_tallies(flow: Flow, window: Window, folder: RunFolder, ids: IdTiers, cou
             unseen = found["missing"].join(beyond.inside.select("id"), "id", "left_anti")
             before, past = beyond.outside()
             if before is not None:
-                before = before.where(made_in(window.start, window.end))
                 shapes[(i, "missing_before_read")] = after_grace(unseen, before)
                 unseen = unseen.join(before.select("id"), "id", "left_anti")
             if past is not None:
-                shapes[(i, "missing_past_read")] = after_grace(
-                    unseen, past.where(made_in(window.start, window.end)))
+                shapes[(i, "missing_past_read")] = after_grace(unseen, past)
         if hop.unexpected and isinstance(b.tier, KafkaTier) and not isinstance(a.tier,
                                                                                 KafkaTier):
             hop.unexpected_inside = inside_upstream(found["unexpected"],

@@ -419,9 +419,9 @@ SEARCH_BACK = timedelta(hours=1)
 
 def outside_the_read(spark: SparkSession, flow: Flow, tier: KafkaTier, window: Window,
                      topic: TopicReplays) -> tuple[DataFrame | None, DataFrame | None]:
-    """The loss search: the topic's records just before the offsets replayed and past them,
-    where ids lost into the topic are looked for (each None when there is nothing there to
-    read). Lazy but for the offsets and the schemas a registry's values need.
+    """The loss search: the topic's records of the window just before the offsets replayed
+    and past them, where ids lost into the topic are looked for (each None when there is
+    nothing there to read). Lazy but for the offsets and the schemas a registry's values need.
 
     The replay's offsets are found by Kafka timestamp, from each partition's first record
     stamped at or after the window's start less the disorder margin to its first at or after
@@ -454,7 +454,7 @@ def outside_the_read(spark: SparkSession, flow: Flow, tier: KafkaTier, window: W
                           f"{GROUP_PREFIX}{flow.name}-{uuid.uuid4().hex[:12]}-{what}",
                           tier.isolation_level)
         return extract_records(raw, record, window_schemas(spark, ep, tier, record, ranges),
-                               flow.drops_after(tier))
+                               flow.drops_after(tier)).where(made_in(window.start, window.end))
 
     return read(before, "before"), read(past, "past")
 
