@@ -45,6 +45,13 @@ from harness.drill.truth import record_fields
 CRASH_EXIT = 3
 
 
+def row_millis(ts: str) -> int:
+    """An upstream row's time (as the drill's SQLite tables spell it, UTC) in epoch ms: the
+    Kafka timestamp of a record stamped with its row's time."""
+    return int(datetime.strptime(ts, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
+               * 1000)
+
+
 def _record(row_id: int, ts: str, pad: int) -> bytes:
     return json.dumps({"id": row_id, "ts": ts, "pad": "x" * pad}).encode()
 
@@ -90,8 +97,7 @@ def run_producer(spec: dict[str, Any]) -> int:
         for n, (row_id, ts) in enumerate(batch):
             kwargs: dict[str, Any] = {"on_delivery": callback} if callback else {}
             if row_time:
-                kwargs["timestamp"] = int(datetime.strptime(ts, "%Y-%m-%d %H:%M:%S")
-                                          .replace(tzinfo=UTC).timestamp() * 1000)
+                kwargs["timestamp"] = row_millis(ts)
             while True:
                 try:
                     producer.produce(topic, key=str(row_id), value=_record(row_id, ts,

@@ -645,7 +645,7 @@ def _judged(sc: Scenario, ctx: Ctx, spark: Any, folder: Path, desk: Any = None
         try:
             result = orchestrate.execute(run, spark, with_report=False)
         except TopicError:  # a step that could not see the topic: its inconclusive result
-            result = Result.from_json(json.loads((out / "result.json").read_text()))
+            result = Result.load(run.folder.result)
         want = expected[sink]
         found = found_findings(result, out)
         causes = {(k, s_, h.format(sink=sink)): c
@@ -718,8 +718,10 @@ def run_scenario(sc: Any, cluster: KafkaCluster, spark: Any, out: Path,
         problems = [p for f in got["flows"] for p in f["problems"]]
         if statuses != [sc.status]:
             problems.append(f"status {'/'.join(statuses)}, expected {sc.status}")
-        if sc.reason and not all(any(f"({sc.reason}" in r for r in f["reasons"])
-                                 for f in got["flows"]):
+        # an inconclusive scenario's reason, named by each flow's run
+        named = [any(f"({sc.reason}" in r for r in f["reasons"]) for f in got["flows"]] \
+            if sc.reason else []
+        if sc.reason and not all(named):
             problems.append(f"no reason names {sc.reason}")
         if desk is not None and sc.repair:
             if got.get("repair") is None:
@@ -731,11 +733,9 @@ def run_scenario(sc: Any, cluster: KafkaCluster, spark: Any, out: Path,
         row["attempts"].append(got)
         row["result"] = got["outcome"]
         row["found"] = _found_words(got)
-        named = sc.reason and any(f"({sc.reason}" in r for f in got["flows"]
-                                  for r in f["reasons"])
         row["found_cause"] = "; ".join(c or "none" for f in got["flows"]
                                        for c in f["causes"].values()) or (
-            f"{sc.reason} (reason)" if named else "none")
+            f"{sc.reason} (reason)" if any(named) else "none")
         break
     else:
         row["result"] = "fault did not bite"

@@ -737,9 +737,10 @@ def s24_bite(ctx: Ctx, truth: Truth) -> str | None:
     from kafka_recon.cluster.transactions import stable_offsets
     from kafka_recon.sources.kafka_client import KafkaEndpoint
 
-    held = {p: o for p, o in stable_offsets(KafkaEndpoint(ctx.bootstrap), ctx.topic,
-                                            [0]).items() if o[0] < o[1]}
-    return None if held else "the transaction was no longer open when the window was run"
+    offsets = stable_offsets(KafkaEndpoint(ctx.bootstrap), ctx.topic, [0]).values()
+    if any(lso < high for lso, high in offsets):
+        return None
+    return "the transaction was no longer open when the window was run"
 
 
 LAGGING = 20  # the processor's records written after the close
@@ -750,6 +751,7 @@ def s25(ctx: Ctx) -> None:
 
     from confluent_kafka import Producer
 
+    from harness.drill.apps import row_millis
     from harness.drill.runner import SAFE_PRODUCER
 
     # an exactly-once processor stamps each record with its event time and commits when it
@@ -770,8 +772,7 @@ def s25(ctx: Ctx) -> None:
 
     def send(p: Any, batch: list[tuple[int, str]], stamp: bool) -> None:
         for i, ts in batch:
-            kw = {"timestamp": int(datetime.strptime(ts, "%Y-%m-%d %H:%M:%S")
-                                   .replace(tzinfo=UTC).timestamp() * 1000)} if stamp else {}
+            kw = {"timestamp": row_millis(ts)} if stamp else {}
             p.produce(ctx.topic, key=str(i), value=json.dumps({"id": i, "ts": ts}), **kw)
         assert p.flush(30) == 0
 
